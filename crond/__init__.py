@@ -1,0 +1,10 @@
+"""crond: a declarative cron daemon."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("crond")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
+
+__all__ = ["__version__"]

@@ -1,0 +1,220 @@
+"""The `crond` command line: parse, call, print, choose an exit code. No logic lives here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import click
+
+from crond import __version__, config, daemon, durations, liveness, logs
+from crond.clock import SystemClock
+
+_FILE = click.Path(dir_okay=False, path_type=Path)
+
+
+class _DurationType(click.ParamType[timedelta]):
+    name = "duration"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        try:
+            return durations.parse_duration(value)
+        except durations.DurationError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class _InstantType(click.ParamType[datetime]):
+    name = "instant"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            parsed = datetime.fromisoformat(
+                str(value).replace("Z", "+00:00").replace("z", "+00:00")
+            )
+        except ValueError:
+            self.fail(
+                f'"{value}" is not an ISO-8601 instant (e.g. 2026-03-08T00:00:00Z)', param, ctx
+            )
+        if parsed.tzinfo is None:
+            self.fail(f'"{value}" has no offset; add Z or +01:00 (e.g. {value}Z)', param, ctx)
+        return parsed.astimezone(UTC)
+
+
+DURATION = _DurationType()
+INSTANT = _InstantType()
+
+
+def _load_or_exit(path: Path, *, as_json: bool = False) -> config.Config:
+    try:
+        return config.load(path)
+    except config.ConfigError as exc:
+        if as_json:
+            click.echo(
+                json.dumps({"ok": False, "jobs": 0, "errors": [p.as_dict() for p in exc.problems]})
+            )
+        else:
+            for problem in exc.problems:
+                click.echo(str(problem), err=True)
+            count = len(exc.problems)
+            click.echo(f"{path}: {count} error{'s' if count != 1 else ''}", err=True)
+        sys.exit(1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="crond")
+def main() -> None:
+    """crond: a declarative cron daemon. One YAML file lists the jobs."""
+
+
+@main.command()
+@click.argument("file", type=_FILE)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def validate(file: Path, as_json: bool) -> None:
+    """Check FILE and print every problem, or `FILE: N jobs OK`."""
+    cfg = _load_or_exit(file, as_json=as_json)
+    warnings = config.dst_warnings(cfg, SystemClock().now())
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "ok": True,
+                    "jobs": len(cfg.jobs),
+                    "errors": [],
+                    "warnings": [w.as_dict() for w in warnings],
+                }
+            )
+        )
+        return
+    for w in warnings:
+        click.echo(f"{w.file}:{w.line}:{w.column}: warning: {w.path}: {w.message}", err=True)
+    count = len(cfg.jobs)
+    click.echo(f"{file}: {count} job{'s' if count != 1 else ''} OK")
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of the schedules file (for editors)."""
+    click.echo(json.dumps(config.json_schema(), indent=2))
+
+
+@main.command(name="next")
+@click.argument("file", type=_FILE)
+@click.option("--job", "jobs", multiple=True, metavar="NAME", help="Only this job (repeatable).")
+@click.option(
+    "-n",
+    "count",
+    type=click.IntRange(1, 10_000),
+    default=5,
+    show_default=True,
+    help="Fires per job.",
+)
+@click.option(
+    "--from",
+    "start",
+    type=INSTANT,
+    default=None,
+    help="Start after this instant (ISO-8601 with offset; default now).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+def next_(
+    file: Path, jobs: tuple[str, ...], count: int, start: datetime | None, as_json: bool
+) -> None:
+    """Preview the next fires of each job, in order."""
+    from crond import preview  # noqa: PLC0415  (keeps `validate` start-up lean)
+
+    cfg = _load_or_exit(file)
+    unknown = [name for name in jobs if name not in cfg.jobs]
+    if unknown:
+        raise click.BadParameter(
+            f"no job named {', '.join(unknown)} in {file} (jobs: {', '.join(cfg.jobs)})",
+            param_hint="--job",
+        )
+    selected = {
+        name: job.make_timing()
+        for name, job in cfg.jobs.items()
+        if job.enabled and (not jobs or name in jobs)
+    }
+    rows = preview.next_fires(selected, start or SystemClock().now(), count)
+    click.echo(preview.format_json_lines(rows) if as_json else preview.format_table(rows))
+
+
+@main.command()
+@click.argument("file", type=_FILE)
+@click.option(
+    "--liveness-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the liveness file here (overrides daemon.liveness_file).",
+)
+@click.option(
+    "--heartbeat",
+    type=DURATION,
+    default=None,
+    help="How often to rewrite the liveness file (overrides daemon.heartbeat).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["json", "console"]),
+    default=None,
+    help="Default: json unless stderr is a terminal.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(logs.LEVELS, case_sensitive=False),
+    default="info",
+    show_default=True,
+)
+def run(
+    file: Path,
+    liveness_file: Path | None,
+    heartbeat: timedelta | None,
+    log_format: logs.LogFormat | None,
+    log_level: str,
+) -> None:
+    """Run the daemon in the foreground."""
+    log = logs.configure(log_format, log_level)
+    options = daemon.Options(liveness_file=liveness_file, heartbeat=heartbeat)
+    sys.exit(daemon.run(file, options, log))
+
+
+@main.command(name="run-job")
+@click.argument("file", type=_FILE)
+@click.argument("name")
+@click.option("--log-format", type=click.Choice(["json", "console"]), default=None)
+def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
+    """Run job NAME once now, exactly as the daemon would; exit with its status."""
+    cfg = _load_or_exit(file)
+    if name not in cfg.jobs:
+        raise click.BadParameter(
+            f"no job named {name} in {file} (jobs: {', '.join(cfg.jobs)})", param_hint="NAME"
+        )
+    log = logs.configure(log_format, "info")
+    sys.exit(daemon.run_once(cfg.jobs[name], log))
+
+
+@main.command()
+@click.option(
+    "--liveness-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=liveness.DEFAULT_PATH,
+    show_default=True,
+)
+@click.option(
+    "--max-age",
+    type=DURATION,
+    default=None,
+    help="Stale when older than this (default: 3 heartbeats + 1s).",
+)
+def health(liveness_file: Path, max_age: timedelta | None) -> None:
+    """Exit 0 when the liveness file is there and fresh, 1 otherwise."""
+    result = liveness.check(liveness_file, SystemClock().now(), max_age)
+    click.echo(result.message, err=not result.ok)
+    sys.exit(0 if result.ok else 1)

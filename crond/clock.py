@@ -1,0 +1,108 @@
+"""Time as a dependency: the Clock protocol, the system clock, and a fake for tests.
+
+This is the only module that reads the system's wall clock. Everything that decides
+is given `now`; the scheduling loop and the runner are given a Clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+# Long epoll waits overrun by ~0.1 % of their length (DESIGN.md, performance notes).
+# So a long sleep ends a little before its target, and a short wait finishes the job.
+_OVERRUN = 0.002
+_FINE = 0.001
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current UTC instant (tz-aware)."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never steps (for heartbeats and durations)."""
+        ...
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Return at `when`, or after as long as `when` was away at the call, whichever
+        comes first: after a clock step the caller re-reads the clock and decides again."""
+        ...
+
+
+class SystemClock:
+    """The real wall clock. `sleep_until` re-reads the clock after every wake, so a clock
+    step or a suspend is seen at the next wake-up, never hidden by a stale deadline."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep_until(self, when: datetime) -> None:
+        deadline = time.monotonic() + max(0.0, (when - self.now()).total_seconds())
+        while True:
+            left = min((when - self.now()).total_seconds(), deadline - time.monotonic())
+            if left <= 0:
+                return
+            # Sleep most of the way, then the short rest, so the overrun stays tiny.
+            early = left * _OVERRUN + _FINE
+            await asyncio.sleep(left - early if left > 2 * early else left)
+
+
+class FakeClock:
+    """A clock that only moves when told to. `sleep_until` waits for `advance`/`set`.
+
+    Tests drive days of schedule in milliseconds: the loop under test sleeps on this
+    clock, the test moves time forward and the sleepers whose instant has come wake.
+    """
+
+    def __init__(self, start: datetime) -> None:
+        self._now = start
+        self._mono = 0.0
+        self._sleepers: list[tuple[datetime, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> datetime:
+        return self._now
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    async def sleep_until(self, when: datetime) -> None:
+        if when <= self._now:
+            await asyncio.sleep(0)
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (when, next(self._seq), future))
+        await future
+
+    def set(self, when: datetime) -> None:
+        """Jump to `when` (backwards too, like a clock step). Wakes every due sleeper and,
+        on a backward step, every sleeper, as a real wake would re-read the clock."""
+        backwards = when < self._now
+        if not backwards:
+            self._mono += (when - self._now).total_seconds()
+        self._now = when
+        keep = []
+        for item in self._sleepers:
+            if backwards or item[0] <= when:
+                if not item[2].done():
+                    item[2].set_result(None)
+            else:
+                keep.append(item)
+        self._sleepers = keep
+        heapq.heapify(self._sleepers)
+
+    def advance(self, delta: timedelta) -> None:
+        self.set(self._now + delta)
+
+    def next_wake(self) -> datetime | None:
+        """The earliest instant somebody sleeps until, or None."""
+        live = [item for item in self._sleepers if not item[2].done()]
+        return min(item[0] for item in live) if live else None

@@ -1,0 +1,449 @@
+"""The schedules file as frozen pydantic models, and `load(path)`.
+
+`load` is the one way in, for `validate`, `next`, `run` and every reload: it returns a
+`Config` or raises one `ConfigError` that holds every located problem at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from datetime import datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+from zoneinfo import ZoneInfo
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PrivateAttr,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from crond import timing, yamlsource
+from crond.durations import DurationError, parse_duration
+from crond.problems import ConfigError, Problem, problems_from_validation
+from crond.zones import ZoneError, get_zone
+
+__all__ = ["Config", "ConfigError", "Job", "Output", "Overlap", "Problem", "load", "loads"]
+
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+PYTHON_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_DURATION_SCHEMA = {
+    "anyOf": [
+        {"type": "integer", "minimum": 0, "description": "seconds"},
+        {"type": "string", "pattern": r"^\s*(\d+(ms|s|m|h|d))+\s*$|^\s*\d+\s*$"},
+    ]
+}
+
+
+# Files repeat the same few expressions and durations across thousands of jobs, and a
+# parse is pure: each distinct text is parsed once per process.
+_parse_cron = functools.lru_cache(maxsize=8192)(timing.parse_cron)
+_parse_duration = functools.lru_cache(maxsize=8192)(parse_duration)
+
+
+def _duration(value: object) -> timedelta:
+    try:
+        return _parse_duration(value) if isinstance(value, str) else parse_duration(value)
+    except DurationError as exc:
+        raise PydanticCustomError("crond", str(exc)) from None
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration), WithJsonSchema(_DURATION_SCHEMA)]
+
+
+def _env_value(value: object) -> str:
+    if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
+        shown = "null" if value is None else str(value).lower()
+        raise PydanticCustomError(
+            "crond", f'{shown} is not a string; quote it ("{shown}") to pass it as text'
+        )
+    return str(value)
+
+
+EnvValue = Annotated[str, BeforeValidator(_env_value), WithJsonSchema({"type": "string"})]
+
+
+class Overlap(StrEnum):
+    SKIP = "skip"
+    ALLOW = "allow"
+    REPLACE = "replace"
+
+
+class Output(StrEnum):
+    LOG = "log"
+    INHERIT = "inherit"
+    DISCARD = "discard"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+
+class Retry(_Model):
+    """Up to `attempts` more attempts after a failure or timeout, with growing delays."""
+
+    attempts: int = Field(default=0, ge=0, le=100)
+    delay: Duration = timedelta(seconds=10)
+    backoff: float = Field(default=2.0, ge=1.0, le=100.0)
+    max_delay: Duration = timedelta(minutes=10)
+
+    def delay_before(self, attempt: int) -> timedelta:
+        """The wait before attempt number `attempt` (2, 3, ...)."""
+        seconds = self.delay.total_seconds() * self.backoff ** max(0, attempt - 2)
+        return min(timedelta(seconds=seconds), self.max_delay)
+
+
+def _check_zone(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            get_zone(value)
+        except ZoneError as exc:
+            raise PydanticCustomError("crond", str(exc)) from None
+    return value
+
+
+class JobFields(_Model):
+    """Every job field, all optional: the shape of `defaults`."""
+
+    description: str | None = None
+    cron: str | None = None
+    every: Duration | None = None
+    anchor: AwareDatetime | None = None
+    timezone: str | None = None
+    jitter: Duration | None = None
+    command: Annotated[str, Field(min_length=1)] | list[str] | None = None
+    python: str | None = None
+    args: list[JsonValue] | None = None
+    kwargs: dict[str, JsonValue] | None = None
+    interpreter: str | None = None
+    workdir: str | None = None
+    env: dict[str, EnvValue] | None = None
+    user: str | None = None
+    timeout: Duration | None = None
+    kill_after: Duration | None = None
+    overlap: Overlap | None = None
+    grace: Duration | None = None
+    retry: Retry | None = None
+    output: Output | None = None
+    enabled: bool | None = None
+
+    _cron_expr: Any = PrivateAttr(default=None)
+    _name: str = PrivateAttr(default="")
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                _parse_cron(value)
+            except timing.CronError as exc:
+                raise PydanticCustomError("crond", f'"{value}": {exc}') from None
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        return _check_zone(value)
+
+    @field_validator("python")
+    @classmethod
+    def _python_ref(cls, value: str | None) -> str | None:
+        if value is not None and not PYTHON_REF.fullmatch(value):
+            raise PydanticCustomError(
+                "crond",
+                f'"{value}" is not a python reference (write package.module:callable, '
+                'e.g. "myapp.tasks:cleanup")',
+            )
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _argv(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and not value:
+            raise PydanticCustomError("crond", "an empty list has no program to run")
+        return value
+
+    @field_validator("every")
+    @classmethod
+    def _positive(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value < timedelta(seconds=1):
+            raise PydanticCustomError("crond", "an interval must be at least 1s")
+        return value
+
+    @field_validator("grace")
+    @classmethod
+    def _grace(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value < timedelta(seconds=1):
+            raise PydanticCustomError(
+                "crond", "grace must be at least 1s (a start is always a little late)"
+            )
+        return value
+
+
+class Job(JobFields):
+    """One job, with the file's defaults already merged in."""
+
+    timezone: str | None = None
+    jitter: Duration = timedelta(0)
+    env: dict[str, EnvValue] = Field(default_factory=dict)
+    kill_after: Duration = timedelta(seconds=10)
+    overlap: Overlap = Overlap.SKIP
+    grace: Duration = timedelta(minutes=5)
+    retry: Retry = Retry()
+    output: Output = Output.LOG
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _shape(self) -> Self:
+        _exactly_one(self, "cron", "every", "a schedule")
+        _exactly_one(self, "command", "python", "something to run")
+        if self.every is not None and self.timezone is not None:
+            _field_error(
+                "timezone",
+                "an every job runs in absolute time; remove timezone "
+                "(or use cron for a local time of day)",
+            )
+        if self.anchor is not None and self.every is None:
+            _field_error("anchor", "anchor applies to every jobs only")
+        if self.python is None:
+            for name in ("args", "kwargs", "interpreter"):
+                if getattr(self, name) is not None:
+                    _field_error(name, f"{name} applies to python jobs only")
+        if self.cron is not None:
+            self._cron_expr = _parse_cron(self.cron)
+        return self
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return get_zone(self.timezone or "UTC")
+
+    def make_timing(self) -> timing.Timing:
+        """The job's schedule as a Timing (see timing.py)."""
+        offset = timing.jitter_offset(self.name, self.jitter)
+        if self.cron is not None:
+            return timing.CronTiming(self._cron_expr, self.zone, offset)
+        assert self.every is not None  # guaranteed by _shape
+        return timing.IntervalTiming(self.every, self.anchor, offset)
+
+    @property
+    def schedule_text(self) -> str:
+        if self.cron is not None:
+            return f"cron {self.cron} ({self.timezone})"
+        return f"every {self.every}"
+
+
+def _exactly_one(job: Job, first: str, second: str, what: str) -> None:
+    has_first, has_second = getattr(job, first) is not None, getattr(job, second) is not None
+    if has_first and has_second:
+        _field_error(second, f"give either {first} or {second}, not both")
+    if not has_first and not has_second:
+        _field_error("", f"{what} is missing: give {first} or {second}")
+
+
+def _field_error(field: str, message: str) -> None:
+    raise PydanticCustomError("crond_field", message, {"field": field})
+
+
+class Daemon(_Model):
+    liveness_file: str | None = None
+    heartbeat: Duration = timedelta(seconds=10)
+    shutdown_timeout: Duration = timedelta(seconds=30)
+
+    @field_validator("heartbeat")
+    @classmethod
+    def _heartbeat(cls, value: timedelta) -> timedelta:
+        if value < timedelta(milliseconds=100):
+            raise PydanticCustomError("crond", "heartbeat must be at least 100ms")
+        return value
+
+
+class Config(_Model):
+    """A whole schedules file."""
+
+    version: Literal[1] = 1
+    timezone: str = "UTC"
+    defaults: JobFields = JobFields()
+    daemon: Daemon = Daemon()
+    jobs: dict[str, Job]
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        _check_zone(value)
+        return value
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    _path: str = PrivateAttr(default="")
+    _cron_marks: dict[str, yamlsource.Mark] = PrivateAttr(default_factory=dict)
+
+
+# Fields that only make sense for one kind of job are not merged from `defaults` into
+# the other kind, so `defaults: {interpreter: ...}` does not break every command job.
+_ONLY_FOR = {
+    "timezone": "cron",
+    "anchor": "every",
+    "args": "python",
+    "kwargs": "python",
+    "interpreter": "python",
+}
+
+
+def _merge(defaults: dict[str, Any], job: Any, zone: Any) -> Any:
+    if not isinstance(job, dict):
+        return job  # let validation report the wrong type
+    merged: dict[str, Any] = {}
+    kinds = {k for k in ("cron", "every", "python", "command") if k in job}
+    for key, value in defaults.items():
+        needed = _ONLY_FOR.get(key)
+        if needed is None or needed in kinds:
+            merged[key] = value
+    merged.update(job)
+    if isinstance(defaults.get("env"), dict) and isinstance(job.get("env"), dict):
+        merged["env"] = {**defaults["env"], **job["env"]}
+    if "cron" in job and "timezone" not in merged:
+        merged["timezone"] = zone
+    return merged
+
+
+def loads(text: str, filename: str = "<string>") -> Config:
+    """Parse and validate a schedules file's text; raise ConfigError with every problem."""
+    source = yamlsource.parse(text)
+    problems = [Problem.at(filename, p.mark, p.path, p.message) for p in source.problems]
+    data = source.data
+    if not problems:
+        shape = _top_level_shape(data)
+        if shape:
+            raise ConfigError([Problem.at(filename, yamlsource.Mark(1, 1), (), shape)])
+    if not isinstance(data, dict):
+        raise ConfigError(problems)
+    data = dict(data)
+    defaults = data.get("defaults")
+    good_defaults: dict[str, Any] = {}
+    if isinstance(defaults, dict):
+        try:
+            JobFields.model_validate(defaults)
+            good_defaults = defaults
+        except ValidationError as exc:
+            bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+            good_defaults = {k: v for k, v in defaults.items() if k not in bad}
+    jobs = data.get("jobs")
+    if isinstance(jobs, dict):
+        zone = data.get("timezone", "UTC")
+        try:
+            get_zone(zone)
+        except (ZoneError, TypeError):
+            zone = "UTC"  # reported once, at the top-level `timezone`
+        data["jobs"] = {name: _merge(good_defaults, job, zone) for name, job in jobs.items()}
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        problems += problems_from_validation(exc, source, filename, data)
+        config = None
+    problems += _check_names(data.get("jobs"), source, filename)
+    if problems or config is None:
+        raise ConfigError(sorted(set(problems)))
+    config._path = filename
+    # Only the cron lines' places outlive the load (for validate's DST warnings): the
+    # whole location map of a 10,000-job file is tens of MB the daemon does not need.
+    config._cron_marks = {
+        name: source.locate(("jobs", name, "cron"))
+        for name, job in config.jobs.items()
+        if job.cron is not None
+    }
+    for name, job in config.jobs.items():
+        job._name = name
+    return config
+
+
+def _top_level_shape(data: object) -> str | None:
+    if data is None:
+        return "the file is empty; it needs a `jobs:` mapping (see schedules.example.yaml)"
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
+        return f"the file is {kind}, not a mapping; it needs `jobs:` at the top level"
+    jobs = data.get("jobs")
+    if "jobs" not in data or jobs is None or jobs == {}:
+        return "no jobs: add a `jobs:` mapping with at least one job"
+    return None
+
+
+def _check_names(jobs: object, source: yamlsource.Source, filename: str) -> list[Problem]:
+    if not isinstance(jobs, dict):
+        return []
+    return [
+        Problem.at(
+            filename,
+            source.locate(("jobs", name), key=True),
+            ("jobs", name),
+            f'"{name}" is not a valid job name (letters, digits, "_", "." and "-", starting '
+            "with a letter or digit, at most 64 characters)",
+        )
+        for name in jobs
+        if not JOB_NAME.fullmatch(str(name))
+    ]
+
+
+def load(path: str | Path) -> Config:
+    """Read and validate the schedules file at `path`."""
+    filename = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([Problem(filename, 0, 0, "", "no such file")]) from None
+    except IsADirectoryError:
+        raise ConfigError([Problem(filename, 0, 0, "", "is a directory, not a file")]) from None
+    except PermissionError:
+        raise ConfigError([Problem(filename, 0, 0, "", "permission denied")]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            [Problem(filename, 0, 0, "", f"not UTF-8 text (byte {exc.start})")]
+        ) from None
+    return loads(text, filename)
+
+
+def dst_warnings(config: Config, now: datetime) -> list[Problem]:
+    """Fixed-time jobs whose wall time falls into a DST gap or repeat in the coming year."""
+    found = []
+    for name, job in config.jobs.items():
+        if job.cron is None or not job.enabled:
+            continue
+        mark = config._cron_marks.get(name, yamlsource.Mark(0, 0))
+        for sentence in timing.dst_warnings(job._cron_expr, job.zone, now):
+            found.append(Problem.at(config.path, mark, ("jobs", name, "cron"), sentence))
+    return found
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the schedules file, for editors (yaml-language-server)."""
+    schema = Config.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "crond schedules file"
+    jobs = schema["properties"]["jobs"]
+    jobs["propertyNames"] = {"pattern": f"^{JOB_NAME.pattern}$"}
+    jobs["minProperties"] = 1
+    job = schema["$defs"]["Job"]
+    # "Exactly one" is checked by crond; an editor only flags "both", since `defaults`
+    # may supply either half.
+    job["allOf"] = [
+        {"not": {"required": ["cron", "every"]}},
+        {"not": {"required": ["command", "python"]}},
+    ]
+    return schema

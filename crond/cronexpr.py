@@ -1,0 +1,285 @@
+"""Cron expressions: parse and validate the five fields, with messages a person can act on.
+
+Owns the grammar of SPEC §1 (`*`, `a-b`, `*/n`, `a-b/n`, `n/s`, lists, names, macros) and
+the field facts the timing rules need (R2's day rule, R3's wildcard/fixed-time split).
+It parses by itself rather than through croniter: crond's messages name the field, the
+bad value and the allowed range, and croniter 7.0.0 reads a written equal range such
+as `5-5` as the whole field (see tests/test_timing_oracle.py for the comparison).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field, replace
+from datetime import date
+
+__all__ = ["CronError", "CronExpr", "is_wildcard", "parse_cron"]
+
+FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_NAMES: tuple[dict[str, int], ...] = (
+    {},
+    {},
+    {},
+    {name: i + 1 for i, name in enumerate(_MONTHS)},
+    {name: i for i, name in enumerate(_WEEKDAYS)},
+)
+_NAMED_ENDS = {3: ("dec", "jan"), 4: ("sun", "sun")}  # a field's last and first, as names
+_HINTS = ("0-59", "0-23", "1-31", "jan..dec, 1-12", "mon..sun, 0-7")
+_DAY = 86400
+_ORDINAL_1970 = date(1970, 1, 1).toordinal()
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # at most, leap years included
+_ACCEPTED = "crond accepts *, a-b, */n, a-b/n, lists, names"
+_UNSUPPORTED = re.compile(r"[#?]|^l$|^lw$|^\d*[lw]$|^[lw]\d+$|^h(\W|$)|^l-", re.IGNORECASE)
+
+MACROS = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+
+
+class CronError(ValueError):
+    """A bad cron expression; `str(e)` is a complete message naming the field and value."""
+
+    def __init__(self, message: str, *, field: str | None, value: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.value = value
+
+
+@dataclass(frozen=True)
+class CronExpr:
+    """A validated cron expression: the value sets of its fields, and R2/R3 facts."""
+
+    source: str
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]  # 0 = Sunday .. 6 = Saturday (7 is folded into 0)
+    day_and: bool  # R2: day-of-month or day-of-week starts with "*": a day must match both
+    wildcard: bool  # R3: minute or hour starts with "*"
+    # Seconds from midnight of the matching wall times, ascending.
+    times: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    # (year, month) -> matching days of that month; filled lazily by month_days().
+    _months_cache: dict[tuple[int, int], tuple[int, ...]] = field(
+        init=False, repr=False, compare=False, hash=False, default_factory=dict
+    )
+
+    def __post_init__(self) -> None:
+        times = tuple(sorted(h * 3600 + m * 60 for h in self.hours for m in self.minutes))
+        object.__setattr__(self, "times", times)
+
+    def __str__(self) -> str:
+        return self.source
+
+    def matches_day(self, month: int, day: int, weekday: int) -> bool:
+        """R2 for one date; weekday is 0 = Sunday."""
+        if month not in self.months:
+            return False
+        if self.day_and:
+            return day in self.days and weekday in self.weekdays
+        return day in self.days or weekday in self.weekdays
+
+    def next_wall(self, lo: int, hi: int) -> int | None:
+        """The first matching wall time in [lo, hi), or None. Wall times are seconds since
+        1970-01-01 00:00 read as a naive local time; matches are whole minutes (R1)."""
+        day, second = divmod(-(-lo // 60) * 60, _DAY)
+        while day * _DAY < hi:
+            d = date.fromordinal(day + _ORDINAL_1970)
+            days = self.month_days(d.year, d.month)
+            j = bisect.bisect_left(days, d.day)
+            if j == len(days):  # nothing left this month: go to the 1st of the next
+                first = date(d.year + d.month // 12, d.month % 12 + 1, 1)
+                day, second = first.toordinal() - _ORDINAL_1970, 0
+            elif days[j] != d.day:
+                day, second = day + days[j] - d.day, 0
+            else:
+                i = bisect.bisect_left(self.times, second)
+                if i < len(self.times):
+                    w = day * _DAY + self.times[i]
+                    return w if w < hi else None
+                day, second = day + 1, 0
+        return None
+
+    def walls(self, lo: int, hi: int) -> list[int]:
+        """Every matching wall time in [lo, hi)."""
+        found: list[int] = []
+        w = self.next_wall(lo, hi)
+        while w is not None:
+            found.append(w)
+            w = self.next_wall(w + 60, hi)
+        return found
+
+    def month_days(self, year: int, month: int) -> tuple[int, ...]:
+        """The days of (year, month) the expression matches, cached."""
+        key = (year, month)
+        cached = self._months_cache.get(key)
+        if cached is None:
+            if len(self._months_cache) > 4096:  # bound memory for very long walks
+                self._months_cache.clear()
+            cached = _month_days(self, year, month)
+            self._months_cache[key] = cached
+        return cached
+
+
+def _month_days(expr: CronExpr, year: int, month: int) -> tuple[int, ...]:
+    if month not in expr.months:
+        return ()
+    length = _MONTH_DAYS[month - 1]
+    if month == 2 and not (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)):
+        length = 28
+    first_weekday = _weekday(year, month, 1)
+    return tuple(
+        d for d in range(1, length + 1) if expr.matches_day(month, d, (first_weekday + d - 1) % 7)
+    )
+
+
+def _weekday(year: int, month: int, day: int) -> int:
+    """0 = Sunday (Sakamoto's method)."""
+    t = (0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4)
+    if month < 3:
+        year -= 1
+    return (year + year // 4 - year // 100 + year // 400 + t[month - 1] + day) % 7
+
+
+def is_wildcard(expr: CronExpr) -> bool:
+    """R3: a job whose minute or hour field starts with "*" is a wildcard job."""
+    return expr.wildcard
+
+
+def parse_cron(expr: str) -> CronExpr:
+    """Parse and fully validate a cron expression or macro; raise CronError."""
+    text = expr.strip()
+    if text.startswith("@"):
+        return _parse_macro(text, expr)
+    parts = text.split()
+    if len(parts) != 5:
+        raise CronError(_count_message(len(parts)), field=None, value=expr)
+    sets = [_parse_field(i, part) for i, part in enumerate(parts)]
+    minutes, hours, days, months, weekdays = sets
+    result = CronExpr(
+        source=" ".join(parts),
+        minutes=minutes,
+        hours=hours,
+        days=days,
+        months=months,
+        weekdays=frozenset(d % 7 for d in weekdays),
+        day_and=parts[2].startswith("*") or parts[4].startswith("*"),
+        wildcard=parts[0].startswith("*") or parts[1].startswith("*"),
+    )
+    _check_day_exists(result, parts[2])
+    return result
+
+
+def _parse_macro(text: str, original: str) -> CronExpr:
+    name = text.lower()
+    if name == "@reboot":
+        raise CronError(
+            '"@reboot" is not supported yet (it is planned: once per host boot)',
+            field=None,
+            value=original,
+        )
+    if name not in MACROS:
+        known = " ".join(MACROS)
+        raise CronError(f'"{text}" is not a known macro ({known})', field=None, value=original)
+    return replace(parse_cron(MACROS[name]), source=name)
+
+
+def _count_message(count: int) -> str:
+    head = f"expected 5 fields ({' '.join(FIELDS)}), got {count}"
+    if count == 0:
+        return "empty cron expression: " + head
+    if count == 6:
+        return head + "; seconds are not supported"
+    if count == 7:
+        return head + "; seconds and years are not supported"
+    return head
+
+
+def _parse_field(index: int, text: str) -> frozenset[int]:
+    values: set[int] = set()
+    for item in text.split(","):
+        if not item:
+            raise _error(index, text, f'"{text}" has an empty list item')
+        values.update(_parse_item(index, item))
+    return frozenset(values)
+
+
+def _parse_item(index: int, item: str) -> range:
+    low, high = _RANGES[index]
+    base, slash, step_text = item.partition("/")
+    step = _parse_step(index, item, step_text) if slash else 1
+    if base == "*":
+        return range(low, high + 1, step)
+    first_text, dash, last_text = base.partition("-")
+    first = _parse_value(index, first_text, item)
+    if dash:
+        last = _parse_value(index, last_text, item, range_end=True)
+    else:
+        last = high if slash else first  # "n/s" means "n-max/s"
+    if first > last:
+        top, bottom = str(high), str(low)
+        if first_text.isalpha() and index in _NAMED_ENDS:
+            top, bottom = _NAMED_ENDS[index]
+        raise _error(
+            index,
+            item,
+            f'"{item}" is a backwards range; write it as two ranges '
+            f"({first_text}-{top},{bottom}-{last_text})",
+        )
+    return range(first, last + 1, step)
+
+
+def _parse_step(index: int, item: str, text: str) -> int:
+    low, high = _RANGES[index]
+    if not text.isdigit():
+        raise _error(index, item, f'step "{text}" in "{item}" is not a whole number')
+    step = int(text)
+    if not 1 <= step <= high - low:
+        unit = {0: "m", 1: "h"}.get(index)
+        hint = f"; for a fixed interval use `every: {step}{unit}`" if unit and step else ""
+        raise _error(
+            index, item, f'step {step} in "{item}" must be between 1 and {high - low}{hint}'
+        )
+    return step
+
+
+def _parse_value(index: int, text: str, item: str, *, range_end: bool = False) -> int:
+    low, high = _RANGES[index]
+    if text.isdigit():
+        value = int(text)
+        if not low <= value <= high:
+            raise _error(index, text, f'"{text}" is out of range {low}-{high}')
+        return value
+    name = text.lower()
+    if name in _NAMES[index]:
+        value = _NAMES[index][name]
+        return 7 if range_end and value == 0 and index == 4 else value  # "fri-sun" = 5-7
+    if _UNSUPPORTED.search(item) or _UNSUPPORTED.search(text):
+        raise _error(index, item, f'"{item}" is not supported ({_ACCEPTED})')
+    kind = {3: "a month", 4: "a weekday"}.get(index, "a number")
+    shown = text or item
+    raise _error(index, shown, f'"{shown}" is not {kind} ({_HINTS[index]})')
+
+
+def _check_day_exists(expr: CronExpr, day_text: str) -> None:
+    """A day-of-month that no chosen month has would silently never run: refuse it."""
+    if not expr.day_and or day_text.startswith("*"):
+        return
+    if min(expr.days) <= max(_MONTH_DAYS[m - 1] for m in expr.months):
+        return
+    names = ",".join(_MONTHS[m - 1] for m in sorted(expr.months))
+    raise _error(2, day_text, f'"{day_text}" never occurs in {names}; the job would never run')
+
+
+def _error(index: int, value: str, message: str) -> CronError:
+    return CronError(f"{FIELDS[index]} field: {message}", field=FIELDS[index], value=value)

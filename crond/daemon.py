@@ -1,0 +1,242 @@
+"""The daemon's lifecycle: start, signals, reload, heartbeat, shutdown.
+
+SIGHUP re-reads the file through the same `config.load` as `crond validate`; a bad file
+is logged and the old jobs keep running. SIGTERM/SIGINT start no new run, wait up to
+`shutdown_timeout` for the running ones, then stop them as for a timeout; a second
+signal stops them at once. The heartbeat (liveness file, systemd watchdog) is called by
+the scheduling loop itself, so a stuck loop lets it go stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from structlog.typing import FilteringBoundLogger
+
+from crond import __version__, config, liveness, reaper, runner
+from crond.clock import Clock, SystemClock
+from crond.config import Config, Job
+from crond.loop import Loop, iso
+from crond.notify import Notifier
+from crond.zones import tzdata_version
+
+
+@dataclass(frozen=True)
+class Options:
+    """`crond run` flags; each overrides the file's `daemon:` setting when given."""
+
+    liveness_file: Path | None = None
+    heartbeat: timedelta | None = None
+
+
+class Daemon:
+    def __init__(
+        self, path: Path, cfg: Config, options: Options, log: FilteringBoundLogger, clock: Clock
+    ) -> None:
+        self.path = path
+        self.cfg = cfg
+        self.options = options
+        self.log = log
+        self.clock = clock
+        self.notifier = Notifier()
+        self.specs: dict[str, tuple[Job, runner.RunSpec]] = {}
+        self.loop = Loop(
+            clock=clock, log=log, launch=self._launch, heartbeat=self._heartbeat(), beat=self._beat
+        )
+        self._signals = 0
+        self._reload_wanted = False
+        self._reloading: asyncio.Task[None] | None = None
+        self._liveness_failed = False
+        self._tasks: asyncio.TaskGroup | None = None
+
+    # --- settings -------------------------------------------------------------------
+
+    def _heartbeat(self) -> timedelta:
+        beat = self.options.heartbeat or self.cfg.daemon.heartbeat
+        if self.notifier.watchdog is not None:
+            beat = min(beat, self.notifier.watchdog)
+        return beat
+
+    def _liveness_path(self) -> Path | None:
+        if self.options.liveness_file is not None:
+            return self.options.liveness_file
+        configured = self.cfg.daemon.liveness_file
+        return Path(configured) if configured else None
+
+    # --- runs -------------------------------------------------------------------------
+
+    def _launch(self, job: Job, slot: datetime) -> runner.Run:
+        cached = self.specs.get(job.name)
+        if cached is None or cached[0] is not job:
+            cached = (job, runner.spec_for(job))
+            self.specs[job.name] = cached
+        return runner.start_run(cached[1], slot, clock=self.clock, log=self.log)
+
+    # --- heartbeat --------------------------------------------------------------------
+
+    def _beat(self, now: datetime) -> None:
+        self.notifier.ping()
+        path = self._liveness_path()
+        if path is None:
+            return
+        nxt = self.loop.next_fire()
+        payload = {
+            "pid": os.getpid(),
+            "updated_at": iso(now),
+            "jobs": len(self.cfg.jobs),
+            "running": self.loop.running_count(),
+            "next_fire": {"job": nxt[0], "at": iso(nxt[1].at)} if nxt else None,
+            "heartbeat_s": self._heartbeat().total_seconds(),
+        }
+        try:
+            liveness.write(path, payload)
+        except OSError as exc:
+            # Once per heartbeat at most: this is called once per heartbeat.
+            self.log.error("liveness.write_failed", path=str(path), error=str(exc))
+            self._liveness_failed = True
+        else:
+            if self._liveness_failed:
+                self.log.info("liveness.write_recovered", path=str(path))
+                self._liveness_failed = False
+
+    # --- signals ----------------------------------------------------------------------
+
+    def _on_hup(self) -> None:
+        self._reload_wanted = True
+        if self._reloading is None or self._reloading.done():
+            self._reloading = self._own(self._reload())
+
+    async def _reload(self) -> None:
+        # Signals that arrive while a file is being read coalesce into one more read,
+        # so a burst of SIGHUPs ends with exactly the last file loaded.
+        while self._reload_wanted and not self._signals:
+            self._reload_wanted = False
+            self.notifier.reloading()
+            try:
+                new = await asyncio.to_thread(config.load, self.path)
+            except config.ConfigError as exc:
+                self.log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
+            else:
+                if not self._signals:
+                    self._swap(new)
+            self.notifier.ready()
+
+    def _swap(self, new: Config) -> None:
+        diff = self.loop.load(new.jobs)
+        self.cfg = new
+        self.specs = {name: spec for name, spec in self.specs.items() if name in new.jobs}
+        self.loop.heartbeat = self._heartbeat()
+        self.log.info(
+            "config.reloaded", added=diff.added, removed=diff.removed, changed=diff.changed
+        )
+
+    def _on_stop(self, signum: int) -> None:
+        self._signals += 1
+        name = signal.Signals(signum).name
+        if self._signals == 1:
+            self.log.info("daemon.stopping", signal=name, running=self.loop.running_count())
+            self.notifier.stopping()
+            self.loop.stop()
+            self._own(self._drain())
+        else:
+            self.log.warning("daemon.stopping", signal=name, running=self.loop.running_count())
+            for run in self.loop.all_runs():
+                run.kill()
+
+    async def _drain(self) -> None:
+        """After shutdown_timeout, stop what still runs as for a timeout."""
+        try:
+            async with asyncio.timeout(self.cfg.daemon.shutdown_timeout.total_seconds()):
+                await self.loop.idle.wait()
+        except TimeoutError:
+            for run in self.loop.all_runs():
+                run.stop()
+
+    def _own(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        assert self._tasks is not None, "signals are handled only while serving"
+        return self._tasks.create_task(coro)
+
+    # --- main -------------------------------------------------------------------------
+
+    async def serve(self) -> int:
+        aio = asyncio.get_running_loop()
+        reap = reaper.install(aio, runner.owned_pids) if os.getpid() == 1 else None
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                self._tasks = tasks
+                aio.add_signal_handler(signal.SIGHUP, self._on_hup)
+                for signum in (signal.SIGTERM, signal.SIGINT):
+                    aio.add_signal_handler(signum, self._on_stop, signum)
+                self.loop.load(self.cfg.jobs)
+                self.log.info(
+                    "daemon.started",
+                    pid=os.getpid(),
+                    config=str(self.path),
+                    jobs=len(self.cfg.jobs),
+                    version=__version__,
+                    tzdata=tzdata_version(),
+                )
+                self.notifier.ready(f"{len(self.cfg.jobs)} jobs")
+                await self.loop.run()
+        finally:
+            for signum in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+                aio.remove_signal_handler(signum)
+            if reap:
+                reap()
+            self.notifier.close()
+        self.log.info("daemon.stopped")
+        return 0
+
+
+def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
+    """`crond run`: exit 1 when the file is invalid at start, 0 after a clean stop."""
+    try:
+        cfg = config.load(path)
+    except config.ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        log.error("config.load_failed", errors=[str(p) for p in exc.problems])
+        return 1
+    return asyncio.run(Daemon(path, cfg, options, log, SystemClock()).serve())
+
+
+def exit_status(result: runner.RunResult) -> int:
+    """A job's result as a process exit status, as shells and timeout(1) report them."""
+    if result.outcome is runner.Outcome.SUCCESS:
+        return 0
+    if result.outcome is runner.Outcome.TIMEOUT:
+        return 124
+    code = result.exit_code
+    if code is None:
+        return 1
+    return 128 - code if code < 0 else code
+
+
+def run_once(job: Job, log: FilteringBoundLogger) -> int:
+    """`crond run-job`: one run now (with its retries), as the daemon would; Ctrl-C stops it
+    as for a timeout, a second Ctrl-C kills it."""
+
+    async def main() -> int:
+        clock = SystemClock()
+        run = runner.start_run(runner.spec_for(job), clock.now(), clock=clock, log=log)
+        aio = asyncio.get_running_loop()
+        stops = 0
+
+        def on_signal() -> None:
+            nonlocal stops
+            stops += 1
+            run.stop() if stops == 1 else run.kill()
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            aio.add_signal_handler(signum, on_signal)
+        return exit_status(await run.wait())
+
+    return asyncio.run(main())

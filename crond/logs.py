@@ -1,0 +1,84 @@
+"""structlog, configured once: one event per line on stderr, JSON or console.
+
+Every event carries `event`, `level` and `timestamp` (UTC ISO-8601). Writing a log line
+never raises: a closed or broken stderr (journald restarted) must not stop scheduling.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any, Literal, TextIO
+
+import structlog
+from structlog.typing import EventDict, FilteringBoundLogger, WrappedLogger
+
+LogFormat = Literal["json", "console"]
+LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class SafeWriter:
+    """A structlog logger that writes whole lines and swallows I/O errors."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.failures = 0
+
+    def msg(self, message: str) -> None:
+        try:
+            self._stream.write(message + "\n")
+            self._stream.flush()
+        except (OSError, ValueError):  # broken pipe, closed file: keep scheduling
+            self.failures += 1
+
+    log = debug = info = warn = warning = err = error = critical = exception = fatal = msg
+
+
+def _render_json(_: WrappedLogger, __: str, event_dict: EventDict) -> str:
+    return json.dumps(event_dict, default=str, ensure_ascii=False, separators=(",", ":"))
+
+
+def _order(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
+    """timestamp, level and event first: a human reading raw JSON lines finds them at once."""
+    head = {k: event_dict.pop(k) for k in ("timestamp", "level", "event") if k in event_dict}
+    return {**head, **event_dict}
+
+
+def choose_format(requested: LogFormat | None, stream: TextIO) -> LogFormat:
+    """JSON unless stderr is a terminal, unless asked otherwise."""
+    if requested:
+        return requested
+    try:
+        return "console" if stream.isatty() else "json"
+    except (OSError, ValueError):
+        return "json"
+
+
+def configure(
+    fmt: LogFormat | None = None, level: str = "info", stream: TextIO | None = None
+) -> FilteringBoundLogger:
+    """Configure structlog for the whole process and return the root logger."""
+    out = stream if stream is not None else sys.stderr
+    chosen = choose_format(fmt, out)
+    renderer: Any = (
+        _render_json
+        if chosen == "json"
+        else structlog.dev.ConsoleRenderer(colors=out.isatty(), sort_keys=False)
+    )
+    writer = SafeWriter(out)
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _order,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping()[level.upper()]
+        ),
+        logger_factory=lambda *_: writer,
+        cache_logger_on_first_use=False,
+    )
+    logger: FilteringBoundLogger = structlog.get_logger()
+    return logger

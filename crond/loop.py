@@ -1,0 +1,206 @@
+"""The thin async loop around `scheduler.plan`: sleep, wake, plan, hand slots to the runner.
+
+The loop sleeps until the earliest next fire on the heap, never longer than one
+heartbeat, and re-reads the clock after every wake. It calls `beat` once per heartbeat
+(the liveness file and the systemd watchdog live there), so a stuck loop lets both go
+stale. Every run it starts is owned by its TaskGroup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from structlog.typing import FilteringBoundLogger
+
+from crond.clock import Clock
+from crond.config import Job
+from crond.scheduler import Decision, Schedule, make_entry, plan_entry
+from crond.timing import Fire
+
+
+class RunHandle(Protocol):
+    """What the loop needs of a run (runner.Run is one)."""
+
+    run_id: str
+
+    async def wait(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+Launch = Callable[[Job, datetime], RunHandle]
+
+
+def iso(instant: datetime) -> str:
+    """UTC ISO-8601 with a Z, as every event and file shows instants."""
+    return instant.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class ConfigDiff:
+    added: list[str]
+    removed: list[str]
+    changed: list[str]
+
+
+class Loop:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        log: FilteringBoundLogger,
+        launch: Launch,
+        heartbeat: timedelta,
+        beat: Callable[[datetime], None] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.log = log
+        self.launch = launch
+        self.heartbeat = heartbeat
+        self.beat = beat
+        self.schedule = Schedule()
+        self.running: dict[str, list[RunHandle]] = {}
+        self._wake = asyncio.Event()
+        self.idle = asyncio.Event()  # set while no run is going
+        self.idle.set()
+        self._stopping = False
+        self._tasks: asyncio.TaskGroup | None = None
+
+    # --- configuration --------------------------------------------------------------
+
+    def load(self, jobs: Mapping[str, Job]) -> ConfigDiff:
+        """Swap in a new set of jobs. Unchanged jobs keep their state; changed jobs keep
+        their cursor (no slot runs twice); running runs are never interrupted."""
+        now = self.clock.now()
+        old = self.schedule.entries
+        added = [name for name in jobs if name not in old]
+        removed = [name for name in old if name not in jobs]
+        changed = [name for name in jobs if name in old and old[name].job != jobs[name]]
+        for name in removed:
+            self.schedule.remove(name)
+        for name in added:
+            self.schedule.put(make_entry(jobs[name], now))
+        for name in changed:
+            cursor = max(old[name].cursor, now)
+            self.schedule.remove(name)
+            self.schedule.put(make_entry(jobs[name], cursor))
+        self._wake.set()
+        return ConfigDiff(added, removed, changed)
+
+    # --- the loop ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Schedule until `stop()`, then keep beating until every run has ended."""
+        async with asyncio.TaskGroup() as tasks:
+            self._tasks = tasks
+            next_beat = self.clock.monotonic()
+            # After stop() the loop keeps beating, starting nothing, until the runs end.
+            while not (self._stopping and not self.running):
+                now = self.clock.now()
+                if not self._stopping:
+                    self._tick(now)
+                if self.clock.monotonic() >= next_beat:
+                    if self.beat:
+                        self.beat(now)
+                    next_beat = self.clock.monotonic() + self.heartbeat.total_seconds()
+                await self._sleep(now, next_beat - self.clock.monotonic())
+
+    def stop(self) -> None:
+        """Start no new run from now on."""
+        self._stopping = True
+        self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def next_fire(self) -> tuple[str, Fire] | None:
+        due = self.schedule.next_due()
+        if due is None:
+            return None
+        fire = self.schedule.entries[due[1]].next_fire
+        return (due[1], fire) if fire else None
+
+    def running_count(self) -> int:
+        return sum(len(runs) for runs in self.running.values())
+
+    async def _sleep(self, now: datetime, beat_in: float) -> None:
+        due = self.schedule.next_due()
+        limit = now + timedelta(seconds=max(0.0, beat_in))
+        target = min(due[0], limit) if due else limit
+        if target <= now or self._wake.is_set():
+            self._wake.clear()
+            await asyncio.sleep(0)
+            return
+        sleeper = asyncio.ensure_future(self.clock.sleep_until(target))
+        waker = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            waker.cancel()
+            self._wake.clear()
+
+    def _tick(self, now: datetime) -> None:
+        for entry in self.schedule.pop_due(now):
+            decision = plan_entry(entry, now, len(self.running.get(entry.name, ())))
+            self.schedule.apply(entry, decision)
+            self._act(entry.job, decision)
+
+    def _act(self, job: Job, decision: Decision) -> None:
+        if decision.missed:
+            m = decision.missed
+            self.log.warning(
+                "job.missed",
+                job=job.name,
+                count=m.count,
+                first_slot=iso(m.first_slot),
+                last_slot=iso(m.last_slot),
+            )
+        if decision.skip:
+            self.log.warning("job.skipped", job=job.name, slot=iso(decision.skip), reason="overlap")
+        if decision.start is None:
+            return
+        if decision.replace:
+            old = list(self.running.get(job.name, ()))
+            for run in old:
+                run.stop()
+            self._own(self._start_after(job, decision.start, old))
+        else:
+            self._start(job, decision.start)
+
+    def _start(self, job: Job, slot: datetime) -> None:
+        run = self.launch(job, slot)
+        self.running.setdefault(job.name, []).append(run)
+        self.idle.clear()
+        self._own(self._reap(job.name, run))
+
+    async def _start_after(self, job: Job, slot: datetime, old: list[RunHandle]) -> None:
+        await asyncio.gather(*(run.wait() for run in old))
+        if not self._stopping:
+            self._start(job, slot)
+
+    async def _reap(self, name: str, run: RunHandle) -> None:
+        try:
+            await run.wait()
+        finally:
+            runs = self.running.get(name, [])
+            if run in runs:
+                runs.remove(run)
+            if not runs:
+                self.running.pop(name, None)
+            if not self.running:
+                self.idle.set()
+                self._wake.set()  # a draining loop may now end
+
+    def _own(self, coro: Coroutine[Any, Any, None]) -> None:
+        assert self._tasks is not None, "runs start only inside Loop.run"
+        self._tasks.create_task(coro)
+
+    def all_runs(self) -> list[RunHandle]:
+        return [run for runs in self.running.values() for run in runs]

@@ -1,0 +1,101 @@
+"""`crond next`: the next fires of many jobs, merged in time order, as a table or JSON lines.
+
+Pure: given the jobs' timings and an instant, it computes and formats; cli.py reads the
+file and the clock, and prints.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from crond.timing import Fire, Timing
+
+__all__ = ["PreviewRow", "format_json_lines", "format_table", "next_fires"]
+
+
+@dataclass(frozen=True)
+class PreviewRow:
+    job: str
+    fire: Fire
+
+
+def next_fires(timings: Mapping[str, Timing], after: datetime, n: int) -> list[PreviewRow]:
+    """The next n fires of each job strictly after `after`, ordered by (instant, job)."""
+
+    def rows(job: str, timing: Timing) -> Iterator[tuple[datetime, str, PreviewRow]]:
+        for fire in itertools.islice(timing.fires(after), n):
+            yield fire.at, job, PreviewRow(job, fire)
+
+    merged = heapq.merge(*(rows(job, timing) for job, timing in timings.items()))
+    return [row for _, _, row in merged]
+
+
+def utc_text(t: datetime) -> str:
+    """ISO-8601 in UTC with a Z: seconds, or milliseconds when there are any (jitter)."""
+    spec = "milliseconds" if t.microsecond else "seconds"
+    return t.astimezone(UTC).replace(tzinfo=None).isoformat(timespec=spec) + "Z"
+
+
+def local_text(t: datetime) -> str:
+    """ISO-8601 with the zone's offset, e.g. 2026-03-08T03:00:00-04:00."""
+    return t.isoformat(timespec="milliseconds" if t.microsecond else "seconds")
+
+
+def _offset(t: datetime) -> str:
+    offset = t.utcoffset() or timedelta(0)
+    sign = "-" if offset < timedelta(0) else "+"
+    minutes = abs(offset) // timedelta(minutes=1)
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def _local_column(t: datetime) -> str:
+    """'Sun 2026-03-08 03:00:00 EDT -04:00'; a numeric abbreviation ("+11") becomes the offset."""
+    clock = f"{t:%a %Y-%m-%d %H:%M:%S}"
+    if t.microsecond:
+        clock += f".{t.microsecond // 1000:03d}"
+    name = t.tzname() or ""
+    if name == "UTC":
+        return f"{clock} UTC"
+    if not name or name[0] in "+-":
+        return f"{clock} {_offset(t)}"
+    return f"{clock} {name} {_offset(t)}"
+
+
+def format_table(rows: Sequence[PreviewRow]) -> str:
+    """A readable table: job, zone, local time (abbreviation and offset), UTC, note."""
+    header = ("JOB", "ZONE", "LOCAL TIME", "UTC", "NOTE")
+    lines = [header] + [
+        (
+            row.job,
+            str(row.fire.local.tzinfo),
+            _local_column(row.fire.local),
+            utc_text(row.fire.at),
+            row.fire.note or "",
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def format_json_lines(rows: Sequence[PreviewRow]) -> str:
+    """One JSON object a line, as SPEC §2: {"job", "at", "local", "note"}."""
+    return "\n".join(
+        json.dumps(
+            {
+                "job": row.job,
+                "at": utc_text(row.fire.at),
+                "local": local_text(row.fire.local),
+                "note": row.fire.note,
+            }
+        )
+        for row in rows
+    )

@@ -1,0 +1,196 @@
+"""Located config problems, and pydantic's errors turned into crond's messages.
+
+Every message names the bad value and what would be right; every problem carries the
+file, line and column it came from and a dotted path that names jobs by name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
+    from crond.yamlsource import Mark, Path, Source
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One mistake in a schedules file. line/column are 1-based; 0 when not in the text."""
+
+    file: str
+    line: int
+    column: int
+    path: str
+    message: str
+
+    @classmethod
+    def at(cls, file: str, mark: Mark, path: Path, message: str) -> Problem:
+        return cls(file, mark.line, mark.column, dotted(path), message)
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "path": self.path,
+            "message": self.message,
+        }
+
+
+class ConfigError(Exception):
+    """Every problem found in one schedules file, at once."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def dotted(path: Path) -> str:
+    return ".".join(str(part) for part in path)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return str(value)
+
+
+def _model_at(path: Path) -> type[BaseModel] | None:
+    """Which model the mapping at `path` is validated against (for "did you mean")."""
+    from crond import config  # noqa: PLC0415  (config imports this module)
+
+    if path == ():
+        return config.Config
+    if path == ("defaults",):
+        return config.JobFields
+    if path == ("daemon",):
+        return config.Daemon
+    if len(path) == 2 and path[0] == "jobs":
+        return config.Job
+    if path[-1] == "retry":
+        return config.Retry
+    return None
+
+
+def _real_path(loc: tuple[str | int, ...], data: Any) -> Path:
+    """Drop the union-member tags pydantic puts into `loc`, keeping real keys and indexes."""
+    path: list[str | int] = []
+    node = data
+    for part in loc:
+        if (isinstance(node, dict) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        ):
+            node = node[part]  # type: ignore[index]  # (checked just above)
+        else:
+            continue
+        path.append(part)
+    return tuple(path)
+
+
+_TYPE_WORDS = {
+    "string_type": "text",
+    "int_type": "a whole number",
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "dict_type": "a mapping",
+    "list_type": "a list",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
+_FIELD_HINTS = {
+    "command": "a string (run by /bin/sh -c) or a list of strings (run directly)",
+    "args": "a list of JSON values",
+    "kwargs": "a mapping of JSON values",
+    "anchor": "an ISO-8601 instant with an offset, e.g. 2026-01-01T00:00:00Z",
+}
+
+
+def _message(err: ErrorDetails, path: Path) -> tuple[Path, str, bool]:  # noqa: PLR0911
+    # (one return per kind of pydantic error: a table would read no better)
+    """(path, message, points_at_key) for one pydantic error."""
+    kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
+    field = next((p for p in reversed(path) if isinstance(p, str)), "")
+    if kind == "crond":
+        return path, err["msg"], False
+    if kind == "crond_field":
+        name = ctx.get("field", "")
+        return ((*path, name) if name else path), err["msg"], True
+    if kind == "extra_forbidden":
+        model = _model_at(path[:-1])
+        choices = list(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(path[-1]), choices, n=1, cutoff=0.6)
+        hint = (
+            f' (did you mean "{close[0]}"?)'
+            if close
+            else (f" (known fields: {', '.join(choices)})" if choices else "")
+        )
+        return path, f"unknown field{hint}", True
+    if kind == "missing":
+        return path, "required field is missing", True
+    if kind == "enum":
+        expected = [
+            e.strip(" '")
+            for e in str(ctx.get("expected", "")).replace(" or ", ",").split(",")
+            if e.strip()
+        ]
+        close = difflib.get_close_matches(str(value), expected, n=1, cutoff=0.5)
+        hint = f' (did you mean "{close[0]}"?)' if close else ""
+        return path, f"{_show(value)} is not one of {', '.join(expected)}{hint}", False
+    if kind == "literal_error" and path == ("version",):
+        return path, f"{_show(value)} is not a supported version (only 1 exists)", False
+    if field in _FIELD_HINTS and path and path[-1] == field:
+        return path, f"{_show(value)} is not {_FIELD_HINTS[field]}", False
+    if kind in _TYPE_WORDS:
+        return path, f"{_show(value)} is not {_TYPE_WORDS[kind]}", False
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        bound = ctx.get("ge", ctx.get("le", ctx.get("gt", ctx.get("lt"))))
+        word = {
+            "greater_than_equal": "at least",
+            "less_than_equal": "at most",
+            "greater_than": "more than",
+            "less_than": "less than",
+        }[kind]
+        return path, f"{_show(value)} is out of range (must be {word} {bound})", False
+    if kind == "string_too_short":
+        return path, "must not be empty", False
+    if field in {"args", "kwargs"} or "json" in kind:
+        return path, f"{_show(value)} is not a JSON value", False
+    return path, f"{_show(value)}: {err['msg']}", False
+
+
+def problems_from_validation(
+    exc: ValidationError, source: Source, filename: str, data: Any
+) -> list[Problem]:
+    """One Problem per distinct located mistake in a pydantic ValidationError on `data`."""
+    seen: dict[Path, Problem] = {}
+    for err in exc.errors(include_url=False):
+        path = _real_path(err["loc"], data)
+        path, message, at_key = _message(err, path)
+        if path in seen:
+            continue  # a union reports one error per member; the first says enough
+        seen[path] = Problem.at(filename, source.locate(path, key=at_key), path, message)
+    return list(seen.values())
+
+
+__all__ = ["ConfigError", "Problem", "ValidationError", "dotted", "problems_from_validation"]

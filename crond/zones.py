@@ -1,0 +1,82 @@
+"""IANA time zones: lookup with suggestions, and what `local` means on this host."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import os
+import zoneinfo
+from functools import cache
+from pathlib import Path
+
+LOCAL = "local"
+
+
+class ZoneError(ValueError):
+    """str(e) names the bad zone and, when one is close, the zone that was probably meant."""
+
+
+@cache
+def _available() -> dict[str, str]:
+    return {name.lower(): name for name in zoneinfo.available_timezones()}
+
+
+@cache
+def get_zone(name: str) -> zoneinfo.ZoneInfo:
+    """The zone called `name` (an IANA name, or `local` for the host's zone)."""
+    if name == LOCAL:
+        return host_zone()
+    if name.lower() in _available() and _available()[name.lower()] != name:
+        raise ZoneError(
+            f'unknown time zone "{name}" (did you mean "{_available()[name.lower()]}"?)'
+        )
+    try:
+        if not (name.startswith(("/", ".")) or ".." in name):  # zoneinfo refuses those too
+            return zoneinfo.ZoneInfo(name)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
+        pass
+    close = difflib.get_close_matches(name.lower(), list(_available()), n=1, cutoff=0.6)
+    hint = (
+        f' (did you mean "{_available()[close[0]]}"?)'
+        if close
+        else " (an IANA name such as Europe/Berlin, UTC, or local)"
+    )
+    raise ZoneError(f'unknown time zone "{name}"{hint}')
+
+
+@cache
+def host_zone() -> zoneinfo.ZoneInfo:
+    """The host's zone: $TZ if it names one, else /etc/localtime, else UTC."""
+    tz = os.environ.get("TZ", "").lstrip(":")
+    if tz:
+        try:
+            return zoneinfo.ZoneInfo(tz)
+        except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
+            pass
+    localtime = Path("/etc/localtime")
+    try:
+        target = str(localtime.resolve())
+        if "/zoneinfo/" in target:
+            return zoneinfo.ZoneInfo(target.split("/zoneinfo/", 1)[1])
+        with localtime.open("rb") as fh:
+            return zoneinfo.ZoneInfo.from_file(fh, key="localtime")
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
+        return zoneinfo.ZoneInfo("UTC")
+
+
+def tzdata_version() -> str:
+    """Which tz database zoneinfo uses: the system's, or the `tzdata` package's."""
+    for root in zoneinfo.TZPATH:
+        version_file = Path(root) / "tzdata.zi"
+        try:
+            with version_file.open(encoding="ascii") as fh:
+                first = fh.readline().strip()
+            if first.startswith("# version"):
+                return f"system {first.split()[-1]} ({root})"
+        except OSError:
+            continue
+    try:
+        fallback = importlib.import_module("tzdata")  # the optional fallback package
+    except ImportError:
+        return "unknown"
+    return f"tzdata package {getattr(fallback, 'IANA_VERSION', '?')}"

@@ -1,0 +1,208 @@
+"""The real `crond` binary: jobs fire, HUP reloads, TERM drains, timeouts kill groups."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tests.e2e.harness import Crond, eventually, pid_alive, run_cli
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def start(started: list[Crond], *args: str, **kw: object) -> Crond:
+    daemon = Crond(list(args), **kw)  # type: ignore[arg-type]
+    started.append(daemon)
+    return daemon
+
+
+def test_interval_job_fires_and_logs_its_output(tmp_path: Path, crond: list[Crond]) -> None:
+    f = write(
+        tmp_path / "s.yaml",
+        """\
+        jobs:
+          tick:
+            every: 1s
+            command: echo "tick $CROND_JOB $CROND_ATTEMPT"
+        """,
+    )
+    d = start(crond, str(f))
+    started = d.wait_for("daemon.started")
+    assert started["jobs"] == 1
+    assert started["config"] == str(f)
+    run = d.wait_for("job.started", lambda e: e["job"] == "tick")
+    assert run["slot"].endswith("Z")
+    assert run["attempt"] == 1
+    out = d.wait_for("job.output", lambda e: e["run_id"] == run["run_id"])
+    assert out["line"] == "tick tick 1"
+    assert out["stream"] == "stdout"
+    done = d.wait_for("job.finished", lambda e: e["run_id"] == run["run_id"])
+    assert done["outcome"] == "success"
+    assert done["exit_code"] == 0
+    assert done["level"] == "info"
+    assert d.stop() == 0
+    assert d.names()[-2:] == ["daemon.stopping", "daemon.stopped"]
+
+
+def test_hup_adds_a_job_and_a_broken_file_keeps_the_old_jobs(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    f = write(tmp_path / "s.yaml", "jobs:\n  a: {every: 1s, command: 'true'}\n")
+    d = start(crond, str(f))
+    d.wait_for("job.finished", lambda e: e["job"] == "a")
+    write(f, "jobs:\n  a: {every: 1s, command: 'true'}\n  b: {every: 1s, command: 'true'}\n")
+    d.signal(signal.SIGHUP)
+    reloaded = d.wait_for("config.reloaded")
+    assert (reloaded["added"], reloaded["removed"], reloaded["changed"]) == (["b"], [], [])
+    d.wait_for("job.started", lambda e: e["job"] == "b")
+
+    write(f, "jobs:\n  a: {every: 1s, command: 'true'}\n  b: {every: 1s, comand: x}\n")
+    d.signal(signal.SIGHUP)
+    failed = d.wait_for("config.reload_failed")
+    assert failed["level"] == "error"
+    assert any(f"{f}:3:" in e and 'did you mean "command"' in e for e in failed["errors"])
+    seen = len(d.named("job.started"))
+    d.wait_for("job.started", lambda e: e["job"] == "b")  # the old jobs keep running
+    d.wait_for("job.started", lambda e: e["job"] == "a")
+    assert len(d.named("job.started")) > seen
+    assert d.stop() == 0
+
+
+def test_invalid_file_at_start_exits_1_with_located_errors(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", "jobs:\n  a: {every: 15 mins, command: x}\n")
+    result = run_cli("run", str(f))
+    assert result.returncode == 1
+    assert f"{f}:2:" in result.stderr
+    assert "try 15m" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_term_waits_for_a_running_job(tmp_path: Path, crond: list[Crond]) -> None:
+    mark = tmp_path / "started"
+    f = write(
+        tmp_path / "s.yaml",
+        f"""\
+        jobs:
+          slow:
+            every: 1s
+            command: touch {mark}; sleep 0.5; echo finished
+        """,
+    )
+    d = start(crond, str(f))
+    d.wait_for("job.started")
+    eventually(mark.exists, what="the job started")
+    d.signal(signal.SIGTERM)
+    stopping = d.wait_for("daemon.stopping")
+    assert stopping["signal"] == "SIGTERM"
+    assert stopping["running"] == 1
+    assert d.exited() == 0
+    finished = d.named("job.finished")
+    assert [e["outcome"] for e in finished] == ["success"]
+    assert d.named("job.output")[-1]["line"] == "finished"
+    assert len(d.named("job.started")) == 1  # nothing new started while draining
+
+
+def test_shutdown_timeout_stops_running_jobs(tmp_path: Path, crond: list[Crond]) -> None:
+    f = write(
+        tmp_path / "s.yaml",
+        """\
+        daemon: {shutdown_timeout: 300ms}
+        jobs:
+          long:
+            every: 1s
+            command: [sh, -c, "echo up; exec sleep 60"]
+        """,
+    )
+    d = start(crond, str(f))
+    run = d.wait_for("job.output", lambda e: e["line"] == "up")
+    d.signal(signal.SIGTERM)
+    assert d.exited() == 0
+    finished = [e for e in d.named("job.finished") if e["run_id"] == run["run_id"]]
+    assert [(e["outcome"], e["exit_code"]) for e in finished] == [("killed", -15)]
+    assert 0.2 < finished[0]["duration_s"] < 5
+
+
+def test_second_signal_kills_at_once(tmp_path: Path, crond: list[Crond]) -> None:
+    f = write(
+        tmp_path / "s.yaml",
+        """\
+        daemon: {shutdown_timeout: 300ms}
+        jobs:
+          stubborn:
+            every: 1s
+            kill_after: 30s
+            command:
+              - python3
+              - -c
+              - "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);
+                 print('up', flush=True); time.sleep(60)"
+        """,
+    )
+    d = start(crond, str(f))
+    run = d.wait_for("job.output", lambda e: e["line"] == "up")
+    d.signal(signal.SIGTERM)
+    d.wait_for("daemon.stopping")
+    # The job ignores SIGTERM and kill_after is long: only a second signal ends it now.
+    d.signal(signal.SIGTERM)
+    assert d.exited() == 0
+    finished = [e for e in d.named("job.finished") if e["run_id"] == run["run_id"]]
+    assert [e["outcome"] for e in finished] == ["killed"]
+    assert finished[0]["exit_code"] == -9
+
+
+def test_timeout_kills_grandchildren(tmp_path: Path, crond: list[Crond]) -> None:
+    pids = tmp_path / "pids"
+    f = write(
+        tmp_path / "s.yaml",
+        f"""\
+        jobs:
+          hang:
+            every: 1s
+            timeout: 300ms
+            kill_after: 200ms
+            command: sleep 300 & echo $! > {pids}; sleep 300
+        """,
+    )
+    d = start(crond, str(f))
+    done = d.wait_for("job.finished", lambda e: e["job"] == "hang")
+    assert done["outcome"] == "timeout"
+    assert done["level"] == "error"
+    grandchild = int(pids.read_text().split()[0])
+    eventually(lambda: not pid_alive(grandchild), 5, "the grandchild is gone")
+    assert d.stop() == 0
+
+
+def test_python_entrypoint_in_another_venv(tmp_path: Path, crond: list[Crond]) -> None:
+    venv = tmp_path / "appvenv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "tasks.py").write_text(
+        "import sys\n"
+        "async def report(region, limit=1):\n"
+        "    print(f'report {region} {limit} from {sys.prefix}')\n"
+    )
+    f = write(
+        tmp_path / "s.yaml",
+        f"""\
+        jobs:
+          report:
+            every: 1s
+            python: tasks:report
+            interpreter: {venv}/bin/python
+            workdir: {app}
+            args: [eu]
+            kwargs: {{limit: 100}}
+        """,
+    )
+    d = start(crond, str(f))
+    out = d.wait_for("job.output", lambda e: e["job"] == "report")
+    assert out["line"] == f"report eu 100 from {venv}"
+    assert d.wait_for("job.finished")["outcome"] == "success"
+    assert d.stop() == 0

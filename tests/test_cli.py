@@ -1,0 +1,163 @@
+"""The command line: validate, schema, next and health through click, and the binary."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from crond import __version__
+from crond.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKEN = """\
+jobs:
+  cleanup:
+    every: 15 mins
+    command: x
+  report:
+    cron: "0 9 * * *"
+    comand: y
+"""
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_validate_ok() -> None:
+    code, out, _ = invoke("validate", str(ROOT / "schedules.example.yaml"))
+    assert code == 0
+    assert out.strip() == f"{ROOT / 'schedules.example.yaml'}: 6 jobs OK"
+
+
+def test_validate_reports_every_error_on_stderr(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(BROKEN)
+    code, out, err = invoke("validate", str(f))
+    assert code == 1
+    assert out == ""
+    assert err.splitlines() == [
+        f'{f}:3:12: jobs.cleanup.every: "15 mins" is not a duration (try 15m)',
+        f'{f}:7:5: jobs.report.comand: unknown field (did you mean "command"?)',
+        f"{f}: 2 errors",
+    ]
+
+
+def test_validate_json(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(BROKEN)
+    code, out, _ = invoke("validate", str(f), "--json")
+    assert code == 1
+    payload = json.loads(out)
+    assert payload["ok"] is False
+    assert payload["errors"][0] == {
+        "file": str(f),
+        "line": 3,
+        "column": 12,
+        "path": "jobs.cleanup.every",
+        "message": '"15 mins" is not a duration (try 15m)',
+    }
+    code, out, _ = invoke("validate", str(ROOT / "schedules.example.yaml"), "--json")
+    assert code == 0
+    good = json.loads(out)
+    assert (good["ok"], good["jobs"], good["errors"]) == (True, 6, [])
+
+
+def test_validate_warns_about_dst_without_failing(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "jobs:\n  b:\n    cron: '30 2 * * *'\n    timezone: Europe/Berlin\n    command: x\n"
+    )
+    code, out, err = invoke("validate", str(f))
+    assert code == 0
+    assert out.strip().endswith("1 job OK")
+    assert f"{f}:3:11: warning: jobs.b.cron: 02:30 does not exist on " in err
+    assert "Europe/Berlin" in err
+
+
+def test_validate_missing_file(tmp_path: Path) -> None:
+    code, _, err = invoke("validate", str(tmp_path / "nope.yaml"))
+    assert code == 1
+    assert "nope.yaml: no such file" in err
+
+
+def test_schema_is_json_schema() -> None:
+    code, out, _ = invoke("schema")
+    assert code == 0
+    schema = json.loads(out)
+    assert schema["$schema"].startswith("https://json-schema.org/")
+    assert "jobs" in schema["required"]
+
+
+def test_next_json_orders_by_instant_then_job(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "jobs:\n"
+        "  b: {cron: '30 2 * * *', timezone: America/New_York, command: x}\n"
+        "  a: {every: 6h, command: x}\n"
+    )
+    code, out, _ = invoke("next", str(f), "-n", "2", "--from", "2026-03-08T00:00:00Z", "--json")
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["job"], r["at"]) for r in rows] == [
+        ("a", "2026-03-08T06:00:00Z"),
+        ("b", "2026-03-08T07:00:00Z"),
+        ("a", "2026-03-08T12:00:00Z"),
+        ("b", "2026-03-09T06:30:00Z"),
+    ]
+    assert rows[1]["local"] == "2026-03-08T03:00:00-04:00"
+    assert rows[1]["note"]
+
+
+def test_next_job_filter_and_bad_values(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("jobs:\n  a: {every: 1h, command: x}\n  b: {every: 1h, command: y}\n")
+    code, out, _ = invoke("next", str(f), "--job", "b", "-n", "1", "--json")
+    assert code == 0
+    assert [json.loads(line)["job"] for line in out.splitlines()] == ["b"]
+    code, _, err = invoke("next", str(f), "--job", "nope")
+    assert code == 2
+    assert "no job named nope" in err
+    code, _, err = invoke("next", str(f), "--from", "2026-03-08T00:00:00")
+    assert code == 2
+    assert "has no offset" in err
+
+
+def test_health_fresh_and_stale(tmp_path: Path) -> None:
+    live = tmp_path / "l.json"
+    live.write_text(
+        json.dumps(
+            {
+                "pid": 1,
+                "updated_at": "2020-01-01T00:00:00Z",
+                "jobs": 1,
+                "running": 0,
+                "next_fire": None,
+                "heartbeat_s": 10,
+            }
+        )
+    )
+    code, _, err = invoke("health", "--liveness-file", str(live))
+    assert code == 1
+    assert "stale" in err
+
+
+def test_installed_binary_and_module_entry_point(tmp_path: Path) -> None:
+    crond = Path(sys.executable).parent / "crond"
+    f = tmp_path / "s.yaml"
+    f.write_text(BROKEN)
+    result = subprocess.run(
+        [str(crond), "validate", str(f)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1
+    assert "try 15m" in result.stderr
+    assert "Traceback" not in result.stderr
+    version = subprocess.run(
+        [sys.executable, "-m", "crond", "--version"], capture_output=True, text=True, check=False
+    )
+    assert version.stdout.strip() == f"crond, version {__version__}"

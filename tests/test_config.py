@@ -1,0 +1,345 @@
+"""The schedules file: good files load, every mistake is reported where it stands."""
+
+from __future__ import annotations
+
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from crond import config
+from crond.config import ConfigError, Output, Overlap
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def problems(text: str) -> list[config.Problem]:
+    with pytest.raises(ConfigError) as info:
+        config.loads(textwrap.dedent(text), "s.yaml")
+    return info.value.problems
+
+
+def one(text: str) -> str:
+    found = problems(text)
+    assert len(found) == 1, [str(p) for p in found]
+    return str(found[0])
+
+
+# (id, file, the one line crond must print)
+BAD = [
+    (
+        "yaml_syntax",
+        "jobs:\n  a: {cron: '* * * * *', command: x\n",
+        "s.yaml:3:1: YAML syntax error",
+    ),
+    ("empty_file", "", "s.yaml:1:1: the file is empty"),
+    ("only_comments", "# nothing\n", "s.yaml:1:1: the file is empty"),
+    ("not_a_mapping", "- a\n- b\n", "s.yaml:1:1: the file is a list, not a mapping"),
+    ("scalar_file", "hello\n", "s.yaml:1:1: the file is a str, not a mapping"),
+    ("no_jobs_key", "timezone: UTC\n", "s.yaml:1:1: no jobs: add a `jobs:` mapping"),
+    ("empty_jobs", "jobs: {}\n", "s.yaml:1:1: no jobs"),
+    (
+        "unknown_job_field",
+        """\
+        jobs:
+          report:
+            cron: "0 9 * * *"
+            comand: echo hi
+        """,
+        's.yaml:4:5: jobs.report.comand: unknown field (did you mean "command"?)',
+    ),
+    (
+        "unknown_top_field",
+        "timezon: UTC\njobs:\n  a: {every: 1m, command: x}\n",
+        's.yaml:1:1: timezon: unknown field (did you mean "timezone"?)',
+    ),
+    (
+        "bad_duration_hint",
+        """\
+        jobs:
+          cleanup:
+            every: 15 mins
+            command: x
+        """,
+        's.yaml:3:12: jobs.cleanup.every: "15 mins" is not a duration (try 15m)',
+    ),
+    (
+        "fractional_duration_hint",
+        "jobs:\n  a:\n    every: 1.5h\n    command: x\n",
+        's.yaml:3:12: jobs.a.every: "1.5h" is not a duration (try 1h30m)',
+    ),
+    (
+        "unknown_zone",
+        """\
+        jobs:
+          sync:
+            cron: "0 * * * *"
+            timezone: Europe/Berln
+            command: x
+        """,
+        's.yaml:4:15: jobs.sync.timezone: unknown time zone "Europe/Berln" '
+        '(did you mean "Europe/Berlin"?)',
+    ),
+    (
+        "zone_wrong_case",
+        "timezone: europe/berlin\njobs:\n  a: {every: 1m, command: x}\n",
+        's.yaml:1:11: timezone: unknown time zone "europe/berlin" (did you mean "Europe/Berlin"?)',
+    ),
+    (
+        "duplicate_job",
+        "jobs:\n  a: {every: 1m, command: x}\n  a: {every: 2m, command: y}\n",
+        's.yaml:3:3: jobs.a: duplicate key "a" (first defined at line 2)',
+    ),
+    (
+        "duplicate_field_deep",
+        "jobs:\n  a:\n    every: 1m\n    env: {X: 1, X: 2}\n    command: x\n",
+        's.yaml:4:17: jobs.a.env.X: duplicate key "X" (first defined at line 4)',
+    ),
+    (
+        "bad_job_name",
+        "jobs:\n  'my job':\n    every: 1m\n    command: x\n",
+        's.yaml:2:3: jobs.my job: "my job" is not a valid job name',
+    ),
+    (
+        "cron_minute_range",
+        "jobs:\n  a:\n    cron: '61 * * * *'\n    command: x\n",
+        's.yaml:3:11: jobs.a.cron: "61 * * * *": minute',
+    ),
+    (
+        "cron_weekday_name",
+        "jobs:\n  a:\n    cron: '0 9 * * fry'\n    command: x\n",
+        's.yaml:3:11: jobs.a.cron: "0 9 * * fry": day-of-week',
+    ),
+    (
+        "cron_six_fields",
+        "jobs:\n  a:\n    cron: '0 0 9 * * *'\n    command: x\n",
+        's.yaml:3:11: jobs.a.cron: "0 0 9 * * *"',
+    ),
+    (
+        "both_cron_and_every",
+        "jobs:\n  a:\n    cron: '0 9 * * *'\n    every: 1h\n    command: x\n",
+        "s.yaml:4:5: jobs.a.every: give either cron or every, not both",
+    ),
+    (
+        "neither_cron_nor_every",
+        "jobs:\n  a:\n    command: x\n",
+        "s.yaml:2:3: jobs.a: a schedule is missing: give cron or every",
+    ),
+    (
+        "both_command_and_python",
+        "jobs:\n  a:\n    every: 1h\n    command: x\n    python: m:f\n",
+        "s.yaml:5:5: jobs.a.python: give either command or python, not both",
+    ),
+    (
+        "nothing_to_run",
+        "jobs:\n  a:\n    every: 1h\n",
+        "s.yaml:2:3: jobs.a: something to run is missing: give command or python",
+    ),
+    (
+        "args_on_command",
+        "jobs:\n  a:\n    every: 1h\n    command: x\n    args: [1]\n",
+        "s.yaml:5:5: jobs.a.args: args applies to python jobs only",
+    ),
+    (
+        "timezone_on_every",
+        "jobs:\n  a:\n    every: 1h\n    timezone: UTC\n    command: x\n",
+        "s.yaml:4:5: jobs.a.timezone: an every job runs in absolute time",
+    ),
+    (
+        "malformed_python_ref",
+        "jobs:\n  a:\n    every: 1h\n    python: myapp.tasks.cleanup\n",
+        's.yaml:4:13: jobs.a.python: "myapp.tasks.cleanup" is not a python reference',
+    ),
+    (
+        "enum_did_you_mean",
+        "jobs:\n  a:\n    every: 1h\n    command: x\n    overlap: skp\n",
+        's.yaml:5:14: jobs.a.overlap: "skp" is not one of skip, allow, replace '
+        '(did you mean "skip"?)',
+    ),
+    (
+        "bool_not_bool",
+        "jobs:\n  a:\n    every: 1h\n    command: x\n    enabled: perhaps\n",
+        's.yaml:5:14: jobs.a.enabled: "perhaps" is not true or false',
+    ),
+    (
+        "version_two",
+        "version: 2\njobs:\n  a: {every: 1m, command: x}\n",
+        "s.yaml:1:10: version: 2 is not a supported version (only 1 exists)",
+    ),
+    (
+        "command_wrong_type",
+        "jobs:\n  a:\n    every: 1h\n    command: {run: x}\n",
+        "s.yaml:4:14: jobs.a.command: a mapping is not a string (run by /bin/sh -c)",
+    ),
+    (
+        "retry_unknown_field",
+        "jobs:\n  a:\n    every: 1h\n    command: x\n    retry: {attempt: 3}\n",
+        's.yaml:5:13: jobs.a.retry.attempt: unknown field (did you mean "attempts"?)',
+    ),
+    (
+        "anchor_without_offset",
+        "jobs:\n  a:\n    every: 1h\n    anchor: '2026-01-01T00:00:00'\n    command: x\n",
+        "s.yaml:4:13: jobs.a.anchor:",
+    ),
+    (
+        "env_value_bool",
+        "jobs:\n  a:\n    every: 1h\n    command: x\n    env: {DEBUG: yes}\n",
+        's.yaml:5:18: jobs.a.env.DEBUG: true is not a string; quote it ("true")',
+    ),
+    (
+        "defaults_bad_duration",
+        "defaults:\n  grace: soon\njobs:\n  a: {every: 1m, command: x}\n",
+        's.yaml:2:10: defaults.grace: "soon" is not a duration',
+    ),
+    (
+        "negative_retry",
+        "jobs:\n  a:\n    every: 1h\n    command: x\n    retry: {attempts: -1}\n",
+        "s.yaml:5:23: jobs.a.retry.attempts: -1 is out of range (must be at least 0)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_bad_file_reports_one_located_problem(text: str, expected: str) -> None:
+    assert one(text).startswith(expected)
+
+
+def test_every_problem_at_once_in_file_order() -> None:
+    found = problems(
+        """\
+        timezone: Mars/Olympus
+        jobs:
+          a:
+            every: 15 mins
+            command: x
+          b:
+            cron: "0 25 * * *"
+            comand: y
+        """
+    )
+    assert [(p.line, p.path) for p in found] == [
+        (1, "timezone"),
+        (4, "jobs.a.every"),
+        (7, "jobs.b.cron"),
+        (8, "jobs.b.comand"),
+    ]
+
+
+def test_defaults_error_reported_once_not_per_job() -> None:
+    found = problems(
+        "defaults:\n  timeout: forever\njobs:\n"
+        + "".join(f"  j{i}: {{every: 1m, command: x}}\n" for i in range(5))
+    )
+    assert [p.path for p in found] == ["defaults.timeout"]
+
+
+GOOD = """\
+timezone: Europe/Berlin
+defaults:
+  grace: 2m
+  timeout: 1h
+  env: {LANG: C.UTF-8, A: "1"}
+  interpreter: /usr/bin/python3
+daemon:
+  heartbeat: 5s
+jobs:
+  backup:
+    cron: "30 2 * * *"
+    command: pg_dump app
+    timeout: 2h
+    env: {A: "2", PORT: 8080}
+  cleanup:
+    every: 15m
+    jitter: 2m
+    command: [find, /tmp/app, -delete]
+  report:
+    cron: "0 9 * * mon-fri"
+    timezone: America/New_York
+    python: myapp.reports:send_daily
+    args: [eu]
+    kwargs: {limit: 100}
+    retry: {attempts: 3, delay: 10s}
+"""
+
+
+def test_good_file_with_defaults_merged() -> None:
+    cfg = config.loads(GOOD, "g.yaml")
+    backup, cleanup, report = cfg.jobs["backup"], cfg.jobs["cleanup"], cfg.jobs["report"]
+    assert backup.name == "backup"
+    assert backup.timezone == "Europe/Berlin"
+    assert backup.timeout == timedelta(hours=2)
+    assert backup.grace == timedelta(minutes=2)
+    assert backup.env == {"LANG": "C.UTF-8", "A": "2", "PORT": "8080"}
+    assert backup.interpreter is None  # python-only defaults stay off command jobs
+    assert cleanup.timezone is None
+    assert cleanup.every == timedelta(minutes=15)
+    assert cleanup.command == ["find", "/tmp/app", "-delete"]
+    assert cleanup.overlap is Overlap.SKIP
+    assert cleanup.output is Output.LOG
+    assert cleanup.kill_after == timedelta(seconds=10)
+    assert report.timezone == "America/New_York"
+    assert report.interpreter == "/usr/bin/python3"
+    assert report.retry.attempts == 3
+    assert report.retry.backoff == 2.0
+    assert cfg.daemon.heartbeat == timedelta(seconds=5)
+    assert cfg.daemon.shutdown_timeout == timedelta(seconds=30)
+
+
+def test_models_are_frozen() -> None:
+    cfg = config.loads(GOOD)
+    with pytest.raises(ValueError, match="frozen"):
+        cfg.jobs["backup"].command = "rm -rf /"  # type: ignore[misc]
+
+
+def test_yaml_merge_keys_are_honoured() -> None:
+    cfg = config.loads(
+        "jobs:\n"
+        "  a: &common\n    every: 1m\n    command: echo\n"
+        "  b:\n    <<: *common\n    command: echo b\n"
+    )
+    assert cfg.jobs["b"].command == "echo b"
+    assert cfg.jobs["b"].every == timedelta(minutes=1)
+
+
+def test_local_zone_is_accepted() -> None:
+    cfg = config.loads("timezone: local\njobs:\n  a: {cron: '@daily', command: x}\n")
+    assert cfg.jobs["a"].zone is not None
+
+
+def test_missing_file_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        config.load(tmp_path / "nope.yaml")
+
+
+def test_example_file_validates() -> None:
+    cfg = config.load(ROOT / "schedules.example.yaml")
+    assert len(cfg.jobs) >= 5
+    assert {j.output for j in cfg.jobs.values()} == {Output.LOG}
+
+
+def test_every_model_field_is_documented() -> None:
+    doc = (ROOT / "docs" / "configuration.md").read_text()
+    models: list[type[BaseModel]] = [
+        config.Config,
+        config.JobFields,
+        config.Job,
+        config.Daemon,
+        config.Retry,
+    ]
+    missing = [
+        f"{model.__name__}.{name}"
+        for model in models
+        for name in model.model_fields
+        if f"`{name}`" not in doc
+    ]
+    assert not missing
+
+
+def test_json_schema_describes_jobs() -> None:
+    schema = config.json_schema()
+    job = schema["$defs"]["Job"]
+    assert {"cron", "every", "command", "python", "retry"} <= set(job["properties"])
+    assert job["additionalProperties"] is False
+    assert schema["properties"]["jobs"]["propertyNames"]["pattern"].startswith("^[A-Za-z0-9]")

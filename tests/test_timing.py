@@ -1,0 +1,739 @@
+"""crond.timing by example: named cases written out by hand, the parser's messages,
+intervals, jitter and the validation warnings. The oracle comparison is in
+test_timing_oracle.py."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import zoneinfo
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from crond import timing
+from crond.timing import (
+    CronError,
+    CronTiming,
+    Fire,
+    IntervalTiming,
+    dst_warnings,
+    is_wildcard,
+    jitter_offset,
+    parse_cron,
+)
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+# (id, expression, zone, after, [(at, local, note), ...]) -- checked by hand against SPEC §4.
+NAMED = [
+    (
+        "ny_spring_gap_fixed_time",
+        "30 2 * * *",
+        "America/New_York",
+        "2026-03-07T12:00Z",
+        [
+            (
+                "2026-03-08T07:00Z",
+                "2026-03-08T03:00-04:00",
+                "02:30 skipped by DST; runs at the jump (R4)",
+            ),
+            ("2026-03-09T06:30Z", "2026-03-09T02:30-04:00", None),
+        ],
+    ),
+    (
+        "ny_fall_repeat_fixed_time",
+        "30 1 * * *",
+        "America/New_York",
+        "2026-10-31T12:00Z",
+        [
+            (
+                "2026-11-01T05:30Z",
+                "2026-11-01T01:30-04:00",
+                "first pass of 01:30; the second pass is not run (R5)",
+            ),
+            ("2026-11-02T06:30Z", "2026-11-02T01:30-05:00", None),
+        ],
+    ),
+    (
+        "ny_spring_wildcard_every_2h",
+        "0 */2 * * *",
+        "America/New_York",
+        "2026-03-08T04:00Z",
+        [
+            ("2026-03-08T05:00Z", "2026-03-08T00:00-05:00", None),
+            (
+                "2026-03-08T08:00Z",
+                "2026-03-08T04:00-04:00",
+                "02:00 skipped by DST; not made up (wildcard job, R4)",
+            ),
+            ("2026-03-08T10:00Z", "2026-03-08T06:00-04:00", None),
+        ],
+    ),
+    (
+        "ny_fall_wildcard_every_20m",
+        "*/20 * * * *",
+        "America/New_York",
+        "2026-11-01T04:50Z",
+        [
+            (
+                "2026-11-01T05:00Z",
+                "2026-11-01T01:00-04:00",
+                "first of two passes of 01:00 (wildcard job, R5)",
+            ),
+            (
+                "2026-11-01T05:20Z",
+                "2026-11-01T01:20-04:00",
+                "first of two passes of 01:20 (wildcard job, R5)",
+            ),
+            (
+                "2026-11-01T05:40Z",
+                "2026-11-01T01:40-04:00",
+                "first of two passes of 01:40 (wildcard job, R5)",
+            ),
+            (
+                "2026-11-01T06:00Z",
+                "2026-11-01T01:00-05:00",
+                "second pass of 01:00 (wildcard job, R5)",
+            ),
+            (
+                "2026-11-01T06:20Z",
+                "2026-11-01T01:20-05:00",
+                "second pass of 01:20 (wildcard job, R5)",
+            ),
+            (
+                "2026-11-01T06:40Z",
+                "2026-11-01T01:40-05:00",
+                "second pass of 01:40 (wildcard job, R5)",
+            ),
+            ("2026-11-01T07:00Z", "2026-11-01T02:00-05:00", None),
+        ],
+    ),
+    (
+        "spring_two_slots_collapse",
+        "0 2,3 * * *",
+        "America/New_York",
+        "2026-03-08T00:00Z",
+        [
+            (
+                "2026-03-08T07:00Z",
+                "2026-03-08T03:00-04:00",
+                "02:00 skipped by DST; runs once at the jump, with its 03:00 run (R4, R7)",
+            ),
+            ("2026-03-09T06:00Z", "2026-03-09T02:00-04:00", None),
+            ("2026-03-09T07:00Z", "2026-03-09T03:00-04:00", None),
+        ],
+    ),
+    (
+        "spring_slots_in_gap_collapse",
+        "0,30 2 * * *",
+        "America/New_York",
+        "2026-03-08T00:00Z",
+        [
+            (
+                "2026-03-08T07:00Z",
+                "2026-03-08T03:00-04:00",
+                "02:00 and 02:30 skipped by DST; runs once at the jump (R4, R7)",
+            ),
+            ("2026-03-09T06:00Z", "2026-03-09T02:00-04:00", None),
+        ],
+    ),
+    (
+        "apia_2011_skipped_day",
+        "0 9 * * *",
+        "Pacific/Apia",
+        "2011-12-29T00:00Z",
+        [
+            ("2011-12-29T19:00Z", "2011-12-29T09:00-10:00", None),
+            (
+                "2011-12-30T19:00Z",
+                "2011-12-31T09:00+14:00",
+                "2011-12-30 09:00 skipped by a calendar change; not made up (R6)",
+            ),
+            ("2011-12-31T19:00Z", "2012-01-01T09:00+14:00", None),
+        ],
+    ),
+    (
+        "lord_howe_half_hour",
+        "15 2 * * *",
+        "Australia/Lord_Howe",
+        "2026-10-03T00:00Z",
+        [
+            (
+                "2026-10-03T15:30Z",
+                "2026-10-04T02:30+11:00",
+                "02:15 skipped by DST; runs at the jump (R4)",
+            ),
+            ("2026-10-04T15:15Z", "2026-10-05T02:15+11:00", None),
+        ],
+    ),
+    (
+        "lord_howe_half_hour_repeat",
+        "45 1 * * *",
+        "Australia/Lord_Howe",
+        "2026-04-04T00:00Z",
+        [
+            (
+                "2026-04-04T14:45Z",
+                "2026-04-05T01:45+11:00",
+                "first pass of 01:45; the second pass is not run (R5)",
+            ),
+            ("2026-04-05T15:15Z", "2026-04-06T01:45+10:30", None),
+        ],
+    ),
+    (
+        "sao_paulo_midnight",
+        "30 0 * * *",
+        "America/Sao_Paulo",
+        "2018-11-03T12:00Z",
+        [
+            (
+                "2018-11-04T03:00Z",
+                "2018-11-04T01:00-02:00",
+                "00:30 skipped by DST; runs at the jump (R4)",
+            ),
+            ("2018-11-05T02:30Z", "2018-11-05T00:30-02:00", None),
+        ],
+    ),
+    (
+        "sao_paulo_back_to_previous_day",
+        "30 23 * * *",
+        "America/Sao_Paulo",
+        "2019-02-16T12:00Z",
+        [
+            (
+                "2019-02-17T01:30Z",
+                "2019-02-16T23:30-02:00",
+                "first pass of 23:30; the second pass is not run (R5)",
+            ),
+            ("2019-02-18T02:30Z", "2019-02-17T23:30-03:00", None),
+        ],
+    ),
+    (
+        "troll_2h_forward",
+        "30 1 * * *",
+        "Antarctica/Troll",
+        "2026-03-28T12:00Z",
+        [
+            (
+                "2026-03-29T01:00Z",
+                "2026-03-29T03:00+02:00",
+                "01:30 skipped by DST; runs at the jump (R4)",
+            ),
+            ("2026-03-29T23:30Z", "2026-03-30T01:30+02:00", None),
+        ],
+    ),
+    (
+        "troll_2h_back",
+        "30 2 * * *",
+        "Antarctica/Troll",
+        "2026-10-24T12:00Z",
+        [
+            (
+                "2026-10-25T00:30Z",
+                "2026-10-25T02:30+02:00",
+                "first pass of 02:30; the second pass is not run (R5)",
+            ),
+            ("2026-10-26T02:30Z", "2026-10-26T02:30+00:00", None),
+        ],
+    ),
+    (
+        "chatham_forward",
+        "0 3 * * *",
+        "Pacific/Chatham",
+        "2026-09-26T00:00Z",
+        [
+            (
+                "2026-09-26T14:00Z",
+                "2026-09-27T03:45+13:45",
+                "03:00 skipped by DST; runs at the jump (R4)",
+            ),
+            ("2026-09-27T13:15Z", "2026-09-28T03:00+13:45", None),
+        ],
+    ),
+    (
+        "dublin_negative_dst_forward",
+        "30 1 * * *",
+        "Europe/Dublin",
+        "2026-03-28T12:00Z",
+        [
+            (
+                "2026-03-29T01:00Z",
+                "2026-03-29T02:00+01:00",
+                "01:30 skipped by DST; runs at the jump (R4)",
+            ),
+            ("2026-03-30T00:30Z", "2026-03-30T01:30+01:00", None),
+        ],
+    ),
+    (
+        "casey_3h_back_is_calendar_change",
+        "30 0 * * *",
+        "Antarctica/Casey",
+        "2010-03-04T12:00Z",
+        [
+            (
+                "2010-03-04T13:30Z",
+                "2010-03-05T00:30+11:00",
+                "first of two passes of 00:30 (calendar change, R6)",
+            ),
+            (
+                "2010-03-04T16:30Z",
+                "2010-03-05T00:30+08:00",
+                "second pass of 00:30 (calendar change, R6)",
+            ),
+            ("2010-03-05T16:30Z", "2010-03-06T00:30+08:00", None),
+        ],
+    ),
+    (
+        "casey_3h_forward_nothing_made_up",
+        "30 3,6 * * *",
+        "Antarctica/Casey",
+        "2009-10-17T12:00Z",
+        [
+            (
+                "2009-10-17T19:30Z",
+                "2009-10-18T06:30+11:00",
+                "03:30 skipped by a calendar change; not made up (R6)",
+            ),
+            ("2009-10-18T16:30Z", "2009-10-19T03:30+11:00", None),
+        ],
+    ),
+    (
+        "r2_dom_or_dow",
+        "0 12 1,15 * fri",
+        "UTC",
+        "2026-01-01T00:00Z",
+        [
+            ("2026-01-01T12:00Z", "2026-01-01T12:00+00:00", None),  # Thursday the 1st
+            ("2026-01-02T12:00Z", "2026-01-02T12:00+00:00", None),  # Friday
+            ("2026-01-09T12:00Z", "2026-01-09T12:00+00:00", None),
+            ("2026-01-15T12:00Z", "2026-01-15T12:00+00:00", None),  # Thursday the 15th
+            ("2026-01-16T12:00Z", "2026-01-16T12:00+00:00", None),
+        ],
+    ),
+    (
+        "r2_star_step_means_and",
+        "0 12 */2 * fri",
+        "UTC",
+        "2026-01-01T00:00Z",
+        [
+            ("2026-01-09T12:00Z", "2026-01-09T12:00+00:00", None),  # odd days that are Fridays
+            ("2026-01-23T12:00Z", "2026-01-23T12:00+00:00", None),
+            ("2026-02-13T12:00Z", "2026-02-13T12:00+00:00", None),
+        ],
+    ),
+    (
+        "r2_sunday_is_0_and_7",
+        "0 8 * * 5-7",
+        "UTC",
+        "2026-01-01T00:00Z",
+        [
+            ("2026-01-02T08:00Z", "2026-01-02T08:00+00:00", None),  # Fri
+            ("2026-01-03T08:00Z", "2026-01-03T08:00+00:00", None),  # Sat
+            ("2026-01-04T08:00Z", "2026-01-04T08:00+00:00", None),  # Sun
+            ("2026-01-09T08:00Z", "2026-01-09T08:00+00:00", None),
+        ],
+    ),
+    (
+        "leap_day_in_dst_zone",
+        "0 2 29 2 *",
+        "America/New_York",
+        "2026-01-01T00:00Z",
+        [
+            ("2028-02-29T07:00Z", "2028-02-29T02:00-05:00", None),
+            ("2032-02-29T07:00Z", "2032-02-29T02:00-05:00", None),
+        ],
+    ),
+    (
+        "monthly_on_spring_night",
+        "30 2 8 * *",
+        "America/New_York",
+        "2026-02-09T00:00Z",
+        [
+            (
+                "2026-03-08T07:00Z",
+                "2026-03-08T03:00-04:00",
+                "02:30 skipped by DST; runs at the jump (R4)",
+            ),
+            ("2026-04-08T06:30Z", "2026-04-08T02:30-04:00", None),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "zone", "after", "expected"), [c[1:] for c in NAMED], ids=[c[0] for c in NAMED]
+)
+def test_named_cases(
+    text: str, zone: str, after: str, expected: list[tuple[str, str, str | None]]
+) -> None:
+    timing_ = CronTiming(parse_cron(text), ZoneInfo(zone))
+    fires = timing_.fires(utc(after))
+    got = [next(fires) for _ in expected]
+    want = [Fire(utc(at), datetime.fromisoformat(local), note) for at, local, note in expected]
+    assert [(f.at, f.local.isoformat(), f.note) for f in got] == [
+        (f.at, f.local.isoformat(), f.note) for f in want
+    ]
+    # A restart just before each fire finds it again (next_after is stateless).
+    for fire in want:
+        assert timing_.next_after(fire.at - timedelta(seconds=1)).at == fire.at
+
+
+def test_next_after_is_strictly_after() -> None:
+    timing_ = CronTiming(parse_cron("30 2 * * *"), ZoneInfo("America/New_York"))
+    assert timing_.next_after(utc("2026-03-08T07:00Z")).at == utc("2026-03-09T06:30Z")
+    assert timing_.next_after(utc("2026-03-08T06:59:59.999Z")).at == utc("2026-03-08T07:00Z")
+
+
+def test_local_is_in_the_zone_and_every_instant_is_utc() -> None:
+    fire = CronTiming(parse_cron("0 9 * * *"), ZoneInfo("Europe/Berlin")).next_after(
+        utc("2026-06-01T00:00Z")
+    )
+    assert fire.at.tzinfo is UTC
+    assert fire.local.tzinfo == ZoneInfo("Europe/Berlin")
+    assert fire.local.isoformat() == "2026-06-01T09:00:00+02:00"
+
+
+def test_naive_instants_are_refused() -> None:
+    with pytest.raises(ValueError, match="no time zone"):
+        CronTiming(parse_cron("* * * * *"), UTC).next_after(datetime(2026, 1, 1))
+
+
+# --- parser ---------------------------------------------------------------------------
+
+ACCEPTED = "(crond accepts *, a-b, */n, a-b/n, lists, names)"
+FIVE = "expected 5 fields (minute hour day-of-month month day-of-week)"
+MACROS = "(@hourly @daily @midnight @weekly @monthly @yearly @annually)"
+
+
+PARSED = [
+    ("30 2 * * *", {30}, {2}, set(range(1, 32)), set(range(1, 13)), set(range(7)), True, False),
+    (
+        "*/15 9-17 * * mon-fri",
+        {0, 15, 30, 45},
+        set(range(9, 18)),
+        set(range(1, 32)),
+        set(range(1, 13)),
+        {1, 2, 3, 4, 5},
+        True,
+        True,
+    ),
+    (
+        "0 */2 * * *",
+        {0},
+        set(range(0, 24, 2)),
+        set(range(1, 32)),
+        set(range(1, 13)),
+        set(range(7)),
+        True,
+        True,
+    ),
+    ("5-5 1 1 1 1", {5}, {1}, {1}, {1}, {1}, False, False),
+    ("10/20 0 1 JAN-Mar SUN", {10, 30, 50}, {0}, {1}, {1, 2, 3}, {0}, False, False),
+    ("0 0 * * 7", {0}, {0}, set(range(1, 32)), set(range(1, 13)), {0}, True, False),
+    ("0 0 * * fri-sun", {0}, {0}, set(range(1, 32)), set(range(1, 13)), {5, 6, 0}, True, False),
+    ("0 0 * * 1/2", {0}, {0}, set(range(1, 32)), set(range(1, 13)), {1, 3, 5, 0}, True, False),
+    (
+        "0 0 1-10/3,20 */5 *",
+        {0},
+        {0},
+        {1, 4, 7, 10, 20},
+        {1, 6, 11},
+        set(range(7)),
+        True,
+        False,
+    ),
+    ("0 12 1,15 * fri", {0}, {12}, {1, 15}, set(range(1, 13)), {5}, False, False),
+    (
+        "@hourly",
+        {0},
+        set(range(24)),
+        set(range(1, 32)),
+        set(range(1, 13)),
+        set(range(7)),
+        True,
+        True,
+    ),
+    ("@weekly", {0}, {0}, set(range(1, 32)), set(range(1, 13)), {0}, True, False),
+    ("@ANNUALLY", {0}, {0}, {1}, {1}, set(range(7)), True, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "minutes", "hours", "days", "months", "weekdays", "day_and", "wildcard"),
+    PARSED,
+    ids=[c[0] for c in PARSED],
+)
+def test_parse(
+    text: str,
+    minutes: set[int],
+    hours: set[int],
+    days: set[int],
+    months: set[int],
+    weekdays: set[int],
+    day_and: bool,
+    wildcard: bool,
+) -> None:
+    expr = parse_cron(text)
+    fields = (expr.minutes, expr.hours, expr.days, expr.months, expr.weekdays)
+    assert tuple(set(f) for f in fields) == (
+        minutes,
+        hours,
+        days,
+        months,
+        weekdays,
+    )
+    assert (expr.day_and, is_wildcard(expr)) == (day_and, wildcard)
+
+
+PARSE_ERRORS = [
+    ("61 * * * *", "minute", "61", 'minute field: "61" is out of range 0-59'),
+    ("0 24 * * *", "hour", "24", 'hour field: "24" is out of range 0-23'),
+    ("0 0 0 * *", "day-of-month", "0", 'day-of-month field: "0" is out of range 1-31'),
+    ("0 0 * 13 *", "month", "13", 'month field: "13" is out of range 1-12'),
+    ("0 0 * * 8", "day-of-week", "8", 'day-of-week field: "8" is out of range 0-7'),
+    (
+        "0 0 * * fry",
+        "day-of-week",
+        "fry",
+        'day-of-week field: "fry" is not a weekday (mon..sun, 0-7)',
+    ),
+    ("0 0 * janu *", "month", "janu", 'month field: "janu" is not a month (jan..dec, 1-12)'),
+    ("x 0 * * *", "minute", "x", 'minute field: "x" is not a number (0-59)'),
+    ("0 0 L * *", "day-of-month", "L", f'day-of-month field: "L" is not supported {ACCEPTED}'),
+    (
+        "0 0 15W * *",
+        "day-of-month",
+        "15W",
+        f'day-of-month field: "15W" is not supported {ACCEPTED}',
+    ),
+    (
+        "0 0 * * 5#3",
+        "day-of-week",
+        "5#3",
+        f'day-of-week field: "5#3" is not supported {ACCEPTED}',
+    ),
+    ("0 0 ? * *", "day-of-month", "?", f'day-of-month field: "?" is not supported {ACCEPTED}'),
+    ("H * * * *", "minute", "H", f'minute field: "H" is not supported {ACCEPTED}'),
+    (
+        "0 22-2 * * *",
+        "hour",
+        "22-2",
+        'hour field: "22-2" is a backwards range; write it as two ranges (22-23,0-2)',
+    ),
+    (
+        "0 0 * * sat-tue",
+        "day-of-week",
+        "sat-tue",
+        'day-of-week field: "sat-tue" is a backwards range; '
+        "write it as two ranges (sat-sun,sun-tue)",
+    ),
+    ("*/0 * * * *", "minute", "*/0", 'minute field: step 0 in "*/0" must be between 1 and 59'),
+    (
+        "*/90 * * * *",
+        "minute",
+        "*/90",
+        'minute field: step 90 in "*/90" must be between 1 and 59; '
+        "for a fixed interval use `every: 90m`",
+    ),
+    ("0 */x * * *", "hour", "*/x", 'hour field: step "x" in "*/x" is not a whole number'),
+    ("1,,2 * * * *", "minute", "1,,2", 'minute field: "1,,2" has an empty list item'),
+    (
+        "0 0 30 feb *",
+        "day-of-month",
+        "30",
+        'day-of-month field: "30" never occurs in feb; the job would never run',
+    ),
+    (
+        "0 0 31 4,6 *",
+        "day-of-month",
+        "31",
+        'day-of-month field: "31" never occurs in apr,jun; the job would never run',
+    ),
+    ("0 0 0 * * *", None, "0 0 0 * * *", f"{FIVE}, got 6; seconds are not supported"),
+    (
+        "0 0 0 * * * 2030",
+        None,
+        "0 0 0 * * * 2030",
+        f"{FIVE}, got 7; seconds and years are not supported",
+    ),
+    ("0 0 *", None, "0 0 *", f"{FIVE}, got 3"),
+    ("", None, "", f"empty cron expression: {FIVE}, got 0"),
+    (
+        "@reboot",
+        None,
+        "@reboot",
+        '"@reboot" is not supported yet (it is planned: once per host boot)',
+    ),
+    ("@weekdays", None, "@weekdays", f'"@weekdays" is not a known macro {MACROS}'),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "value", "message"), PARSE_ERRORS, ids=[c[0] or "empty" for c in PARSE_ERRORS]
+)
+def test_parse_errors(text: str, field: str | None, value: str, message: str) -> None:
+    with pytest.raises(CronError) as caught:
+        parse_cron(text)
+    assert (str(caught.value), caught.value.field, caught.value.value) == (message, field, value)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_feb_29_is_accepted_and_31_with_or_rule_too() -> None:
+    parse_cron("0 0 29 2 *")
+    parse_cron("0 0 31 2 mon")  # R2 "either": fires on Mondays of February
+
+
+# --- intervals (R8) -------------------------------------------------------------------
+
+
+def test_interval_slots_count_from_the_epoch() -> None:
+    every = IntervalTiming(timedelta(minutes=15))
+    assert every.next_after(utc("2026-01-01T00:07Z")).at == utc("2026-01-01T00:15Z")
+    assert every.next_after(utc("2026-01-01T00:15Z")).at == utc("2026-01-01T00:30Z")
+    assert every.next_after(utc("2026-01-01T00:15Z")).note is None
+
+
+def test_interval_anchor_and_no_slot_before_it() -> None:
+    every = IntervalTiming(
+        timedelta(hours=1), anchor=datetime.fromisoformat("2026-01-01T00:05+01:00")
+    )
+    assert every.next_after(utc("2020-01-01T00:00Z")).at == utc("2025-12-31T23:05Z")
+    assert every.next_after(utc("2026-01-05T10:00Z")).at == utc("2026-01-05T10:05Z")
+
+
+def test_interval_ignores_dst_every_24h_drifts_in_local_time() -> None:
+    ny = ZoneInfo("America/New_York")
+    every = IntervalTiming(timedelta(hours=24), anchor=utc("2026-03-07T17:00Z"), zone=ny)
+    fires = every.fires(utc("2026-03-07T00:00Z"))
+    assert [next(fires).local.isoformat() for _ in range(2)] == [
+        "2026-03-07T12:00:00-05:00",
+        "2026-03-08T13:00:00-04:00",
+    ]
+
+
+def test_interval_has_no_float_drift() -> None:
+    every = IntervalTiming(timedelta(milliseconds=7))
+    fire = every.next_after(utc("2026-05-17T13:45:12.345678Z"))
+    micros = (fire.at - timing.EPOCH) // timedelta(microseconds=1)
+    assert micros % 7000 == 0
+    assert timedelta(0) < fire.at - utc("2026-05-17T13:45:12.345678Z") <= timedelta(milliseconds=7)
+
+
+def test_interval_shorter_than_a_millisecond_is_refused() -> None:
+    with pytest.raises(ValueError, match="too short"):
+        IntervalTiming(timedelta(microseconds=999))
+
+
+# --- jitter -------------------------------------------------------------------------------
+
+
+def test_jitter_is_stable_and_in_range() -> None:
+    # Literal values: the offset must not change across hosts, restarts or Python versions.
+    assert jitter_offset("cleanup", timedelta(minutes=2)) == timedelta(seconds=9, milliseconds=223)
+    assert jitter_offset("nightly-backup", timedelta(hours=1)) == jitter_offset(
+        "nightly-backup", timedelta(hours=1)
+    )
+    assert jitter_offset("cleanup", timedelta(0)) == timedelta(0)
+    for name in ("a", "b", "job-1", "job-2", "x" * 64):
+        assert timedelta(0) <= jitter_offset(name, timedelta(seconds=3)) < timedelta(seconds=3)
+
+
+def test_jitter_moves_the_fire_and_next_after_compares_jittered_instants() -> None:
+    hourly = CronTiming(parse_cron("0 * * * *"), UTC, jitter=timedelta(seconds=90))
+    fire = hourly.next_after(utc("2026-01-01T00:00:30Z"))
+    assert fire.at == utc("2026-01-01T00:01:30Z")
+    assert hourly.next_after(fire.at).at == utc("2026-01-01T01:01:30Z")
+    every = IntervalTiming(timedelta(minutes=15), jitter=timedelta(seconds=20))
+    assert every.next_after(utc("2026-01-01T00:00:10Z")).at == utc("2026-01-01T00:00:20Z")
+
+
+def test_jitter_keeps_local_consistent_with_at() -> None:
+    ny = ZoneInfo("America/New_York")
+    fire = CronTiming(parse_cron("30 2 * * *"), ny, jitter=timedelta(minutes=3)).next_after(
+        utc("2026-03-08T00:00Z")
+    )
+    assert fire.at == utc("2026-03-08T07:03Z")
+    assert fire.local.isoformat() == "2026-03-08T03:03:00-04:00"
+
+
+# --- validation warnings ------------------------------------------------------------
+
+
+def test_dst_warnings_gap_and_repeat() -> None:
+    ny = ZoneInfo("America/New_York")
+    start = utc("2027-01-01T00:00Z")
+    assert dst_warnings(parse_cron("30 2 * * *"), ny, start) == [
+        "02:30 does not exist on 2027-03-14 in America/New_York; "
+        "the job runs at 03:00 (EDT) that day"
+    ]
+    assert dst_warnings(parse_cron("30 1 * * *"), ny, start) == [
+        "01:30 happens twice on 2027-11-07 in America/New_York; "
+        "the job runs on the first pass only (05:30 UTC)"
+    ]
+    assert dst_warnings(parse_cron("0,30 1 * * *"), ny, start) == [
+        "01:00 and 01:30 happen twice on 2027-11-07 in America/New_York; "
+        "the job runs on the first pass only (05:00 and 05:30 UTC)"
+    ]
+    assert dst_warnings(parse_cron("0,30 2 * * sun"), ny, start) == [
+        "02:00 and 02:30 do not exist on 2027-03-14 in America/New_York; "
+        "the job runs once at 03:00 (EDT) that day"
+    ]
+
+
+def test_dst_warnings_only_for_fixed_time_jobs_on_matching_dates() -> None:
+    ny = ZoneInfo("America/New_York")
+    start = utc("2027-01-01T00:00Z")
+    assert dst_warnings(parse_cron("*/5 * * * *"), ny, start) == []
+    assert dst_warnings(parse_cron("30 2 * * mon-fri"), ny, start) == []  # both nights are Sundays
+    assert dst_warnings(parse_cron("30 2 * * *"), UTC, start) == []
+    assert dst_warnings(parse_cron("30 2 * * *"), ny, start, days=60) == []
+
+
+def test_dst_warnings_midnight_and_half_hour_zones() -> None:
+    assert dst_warnings(
+        parse_cron("30 0,23 * * *"), ZoneInfo("America/Sao_Paulo"), utc("2018-06-01T00:00Z"), 300
+    ) == [
+        "00:30 does not exist on 2018-11-04 in America/Sao_Paulo; "
+        "the job runs at 01:00 (-02) that day",
+        "23:30 happens twice on 2019-02-16 in America/Sao_Paulo; "
+        "the job runs on the first pass only (01:30 UTC)",
+    ]
+    assert dst_warnings(
+        parse_cron("45 1 * * *"), ZoneInfo("Australia/Lord_Howe"), utc("2026-01-01T00:00Z")
+    ) == [
+        "01:45 happens twice on 2026-04-05 in Australia/Lord_Howe; "
+        "the job runs on the first pass only (14:45 UTC)"
+    ]
+
+
+def test_dst_warnings_calendar_change() -> None:
+    assert dst_warnings(
+        parse_cron("0 9 * * *"), ZoneInfo("Pacific/Apia"), utc("2011-12-01T00:00Z"), 60
+    ) == [
+        "09:00 does not exist on 2011-12-30 in Pacific/Apia (a calendar change); "
+        "the job does not run then (R6)"
+    ]
+
+
+# --- the zone data timing.py probes -----------------------------------------------------
+
+
+def test_tzdata_transitions_are_far_enough_apart_for_the_probe() -> None:
+    """timing.py finds offset changes by probing every 6 h: two changes of one zone must be
+    further apart than that. True of tzdata today (>= 95 h); checked for the installed data."""
+    pure: Any = importlib.import_module("zoneinfo._zoneinfo")  # its loader exposes transitions
+    closest = None
+    for key in sorted(zoneinfo.available_timezones()):
+        zone = pure.ZoneInfo.no_cache(key)
+        pairs = zip(zone._trans_utc[1:], zone._ttinfos, zone._ttinfos[1:], strict=False)
+        changes = [at for at, a, b in pairs if a.utcoff != b.utcoff]
+        for a, b in itertools.pairwise(changes):
+            closest = b - a if closest is None else min(closest, b - a)
+    assert closest is not None
+    assert closest > timing._PROBE
