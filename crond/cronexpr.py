@@ -30,6 +30,7 @@ _NAMES: tuple[dict[str, int], ...] = (
 _NAMED_ENDS = {3: ("dec", "jan"), 4: ("sun", "sun")}  # a field's last and first, as names
 _HINTS = ("0-59", "0-23", "1-31", "jan..dec, 1-12", "mon..sun, 0-7")
 _DAY = 86400
+_NEVER = 10**9  # a day number beyond any date: "no matching day"
 _ORDINAL_1970 = date(1970, 1, 1).toordinal()
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # at most, leap years included
 _ACCEPTED = "crond accepts *, a-b, */n, a-b/n, lists, names"
@@ -73,6 +74,10 @@ class CronExpr:
     _months_cache: dict[tuple[int, int], tuple[int, ...]] = field(
         init=False, repr=False, compare=False, hash=False, default_factory=dict
     )
+    # day -> the first matching day on or after it; filled lazily by next_day().
+    _days_cache: dict[int, int] = field(
+        init=False, repr=False, compare=False, hash=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         times = tuple(sorted(h * 3600 + m * 60 for h in self.hours for m in self.minutes))
@@ -93,22 +98,32 @@ class CronExpr:
         """The first matching wall time in [lo, hi), or None. Wall times are seconds since
         1970-01-01 00:00 read as a naive local time; matches are whole minutes (R1)."""
         day, second = divmod(-(-lo // 60) * 60, _DAY)
-        while day * _DAY < hi:
+        i = bisect.bisect_left(self.times, second)
+        if i < len(self.times) and self.next_day(day) == day:
+            w = day * _DAY + self.times[i]
+        else:
+            w = self.next_day(day + 1) * _DAY + self.times[0]
+        return w if w < hi else None
+
+    def next_day(self, day: int) -> int:
+        """The first matching day on or after `day` (days since 1970-01-01), cached."""
+        found = self._days_cache.get(day)
+        if found is None:
+            if len(self._days_cache) > 100_000:  # bound memory for very long walks
+                self._days_cache.clear()
+            found = self._days_cache[day] = self._find_day(day)
+        return found
+
+    def _find_day(self, day: int) -> int:
+        for _ in range(400 * 12):  # a Gregorian cycle: a valid expression matches within it
             d = date.fromordinal(day + _ORDINAL_1970)
             days = self.month_days(d.year, d.month)
             j = bisect.bisect_left(days, d.day)
-            if j == len(days):  # nothing left this month: go to the 1st of the next
-                first = date(d.year + d.month // 12, d.month % 12 + 1, 1)
-                day, second = first.toordinal() - _ORDINAL_1970, 0
-            elif days[j] != d.day:
-                day, second = day + days[j] - d.day, 0
-            else:
-                i = bisect.bisect_left(self.times, second)
-                if i < len(self.times):
-                    w = day * _DAY + self.times[i]
-                    return w if w < hi else None
-                day, second = day + 1, 0
-        return None
+            if j < len(days):
+                return day + days[j] - d.day
+            first = date(d.year + d.month // 12, d.month % 12 + 1, 1)  # the 1st of next month
+            day = first.toordinal() - _ORDINAL_1970
+        return _NEVER
 
     def walls(self, lo: int, hi: int) -> list[int]:
         """Every matching wall time in [lo, hi)."""

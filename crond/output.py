@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
+from collections.abc import Callable
 from typing import Final
 
 from structlog.typing import FilteringBoundLogger
@@ -30,13 +32,52 @@ _CHUNK: Final = 64 * 1024
 _FINAL_READS: Final = 64
 
 
-class Budget:
-    """The output allowance of one run, shared by the pumps of all its attempts."""
+class Watch:
+    """The descriptors of a loop's children (pipes, pidfds) in one epoll of their own,
+    which is the loop's single reader. `loop.add_reader` costs tens of µs of Python per
+    descriptor, three per run: a burst of 1,000 spawns took about 15 % longer with it.
+    Here each is one `epoll_ctl`. The epoll exists while it watches something.
+    """
 
-    def __init__(self, log: FilteringBoundLogger, job: str, run_id: str) -> None:
+    _of: dict[asyncio.AbstractEventLoop, Watch] = {}  # noqa: RUF012 -- one per live loop
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.epoll = select.epoll()
+        self.callbacks: dict[int, Callable[[], object]] = {}
+        loop.add_reader(self.epoll.fileno(), self._dispatch)
+
+    @classmethod
+    def add(cls, fd: int, callback: Callable[[], object]) -> None:
+        """Call `callback` (on the running loop) whenever `fd` is readable."""
+        loop = asyncio.get_running_loop()
+        watch = cls._of.get(loop) or cls._of.setdefault(loop, cls(loop))
+        watch.epoll.register(fd, select.EPOLLIN)
+        watch.callbacks[fd] = callback
+
+    @classmethod
+    def remove(cls, fd: int) -> None:
+        watch = cls._of[asyncio.get_running_loop()]
+        watch.epoll.unregister(fd)
+        del watch.callbacks[fd]
+        if not watch.callbacks:
+            del cls._of[watch.loop]
+            watch.loop.remove_reader(watch.epoll.fileno())
+            watch.epoll.close()
+
+    def _dispatch(self) -> None:
+        for fd, _ in self.epoll.poll(0):
+            callback = self.callbacks.get(fd)  # gone if an earlier callback removed it
+            if callback is not None:
+                callback()
+
+
+class Budget:
+    """The output allowance of one run, shared by the pumps of all its attempts. `log` is
+    bound to the run's `job` and `run_id`."""
+
+    def __init__(self, log: FilteringBoundLogger) -> None:
         self.log = log
-        self.job = job
-        self.run_id = run_id
         self.left = RUN_LIMIT
         self.pumps: list[Pump] = []
 
@@ -48,16 +89,13 @@ class Budget:
         if before >= 0 > self.left:
             for pump in self.pumps:
                 pump.flush()
-            self.log.warning("job.output_truncated", job=self.job, run_id=self.run_id)
+            self.log.warning("job.output_truncated")
 
 
 class Pump:
-    """Reads one non-blocking pipe with `loop.add_reader` and logs its lines."""
+    """Reads one non-blocking pipe whenever it is readable and logs its lines."""
 
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, fd: int, stream: str, budget: Budget
-    ) -> None:
-        self.loop = loop
+    def __init__(self, fd: int, stream: str, budget: Budget) -> None:
         self.fd = fd
         self.stream = stream
         self.budget = budget
@@ -65,7 +103,7 @@ class Pump:
         self.cut = False  # the current line was cut: drop bytes until its newline
         os.set_blocking(fd, False)
         budget.pumps.append(self)
-        loop.add_reader(fd, self._read)
+        Watch.add(fd, self._read)
 
     def _read(self) -> bool:
         """Read one chunk; return False when nothing more is available now or ever."""
@@ -113,9 +151,8 @@ class Pump:
             self.pending.clear()
 
     def _emit(self, line: bytes) -> None:
-        b = self.budget
         text = line.decode("utf-8", errors="replace")
-        b.log.info("job.output", job=b.job, run_id=b.run_id, stream=self.stream, line=text)
+        self.budget.log.info("job.output", stream=self.stream, line=text)
 
     def flush(self) -> None:
         """Log the pending partial line, if any."""
@@ -132,7 +169,7 @@ class Pump:
 
     def close(self) -> None:
         if self.fd >= 0:
-            self.loop.remove_reader(self.fd)
+            Watch.remove(self.fd)
             os.close(self.fd)
             self.fd = -1
             self.flush()

@@ -60,7 +60,7 @@ from structlog.typing import FilteringBoundLogger
 from crond.bootstrap import BOOTSTRAP
 from crond.clock import Clock
 from crond.config import Job, Output, Retry
-from crond.output import Budget, Pump
+from crond.output import Budget, Pump, Watch
 
 __all__ = [
     "Outcome",
@@ -240,9 +240,11 @@ class Run:
         self.run_id = run_id
         self.slot = slot
         self.clock = clock
-        self.log = log
+        # Every event of a run carries job and run_id. Binding also turns a lazy proxy
+        # (structlog.get_logger()) into a real logger once per run, not once per event.
+        self.log = log.bind(job=spec.job, run_id=run_id)
         self.slot_text = iso_utc(slot)
-        self.budget = Budget(log, spec.job, run_id)
+        self.budget = Budget(self.log)
         self._stopping = False
         self._wake = asyncio.Event()
         self._current: _Attempt | None = _Attempt(self, 1)
@@ -296,13 +298,7 @@ class Run:
                     return result
                 self._attempt = result.attempt + 1
                 delay = self.spec.retry.delay_before(self._attempt).total_seconds()
-                self.log.warning(
-                    "job.retrying",
-                    job=self.job,
-                    run_id=self.run_id,
-                    attempt=self._attempt,
-                    delay_s=delay,
-                )
+                self.log.warning("job.retrying", attempt=self._attempt, delay_s=delay)
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(delay):
                         await self._wake.wait()
@@ -338,8 +334,6 @@ class _Attempt:
         lag_ms = round((run.clock.now() - run.slot).total_seconds() * 1000, 1)
         run.log.info(
             "job.started",
-            job=run.job,
-            run_id=run.run_id,
             slot=run.slot_text,
             attempt=number,
             pid=self.child,
@@ -402,7 +396,7 @@ class _Attempt:
             for fd in theirs:
                 os.close(fd)
         for fd, stream in zip(ours, ("stdout", "stderr"), strict=False):
-            self.pumps.append(Pump(self.loop, fd, stream, run.budget))
+            self.pumps.append(Pump(fd, stream, run.budget))
         return pid
 
     def _exec(self, executable: str, env: dict[str, str], stdio: tuple[int, ...]) -> int:
@@ -451,7 +445,7 @@ class _Attempt:
         except OSError:  # a kernel before 5.3: poll instead
             self._poll_exit()
         else:
-            self.loop.add_reader(self.pidfd, self._on_exit)
+            Watch.add(self.pidfd, self._on_exit)
 
     def _on_exit(self) -> None:
         self._close_pidfd()
@@ -470,7 +464,7 @@ class _Attempt:
 
     def _close_pidfd(self) -> None:
         if self.pidfd >= 0:
-            self.loop.remove_reader(self.pidfd)
+            Watch.remove(self.pidfd)
             os.close(self.pidfd)
             self.pidfd = -1
 
@@ -578,7 +572,7 @@ class _Attempt:
         assert self.failure is not None
         message, code = self.failure
         run = self.run
-        run.log.info("job.output", job=run.job, run_id=run.run_id, stream="stderr", line=message)
+        run.log.info("job.output", stream="stderr", line=message)
         result = RunResult(Outcome.FAILED, code, 0.0, self.number)
         self._log_finished(result)
         return result
@@ -593,8 +587,6 @@ class _Attempt:
         }[result.outcome]
         emit(
             "job.finished",
-            job=self.run.job,
-            run_id=self.run.run_id,
             attempt=result.attempt,
             outcome=result.outcome.value,
             exit_code=result.exit_code,

@@ -43,11 +43,11 @@ _DAY = 86400
 _BIG_JUMP = 3 * 3600  # R6: a change of 3 h or more is a calendar change, not DST
 _NEAR = 2 * _DAY  # transitions farther than this from a fire cannot touch it
 _SEARCH_LIMIT = 400 * 366 * _DAY  # a Gregorian cycle: a valid expression fires within it
-# Zone data is probed in chunks of 384 days, every 6 h; bisection finds each change to
-# the second. That finds every offset change as long as changes are more than 6 h apart:
+# Zone data is probed in chunks of 384 days, every 12 h; bisection finds each change to
+# the second. That finds every offset change as long as changes are more than 12 h apart:
 # in tzdata they are at least 95 h apart (tests/test_timing.py checks the installed data).
 _CHUNK = 384 * _DAY
-_PROBE = 6 * 3600
+_PROBE = 12 * 3600
 
 
 @dataclass(frozen=True)
@@ -261,6 +261,8 @@ class CronTiming:
         self.zone = zone
         self.jitter = jitter
         self._fixed = not expr.wildcard
+        self._jitter_us = jitter // timedelta(microseconds=1)
+        self._stretch = _Stretch(0, 0, 0, None)  # the last one used: fires come in order
 
     def __repr__(self) -> str:
         return f"CronTiming({str(self.expr)!r}, {self.zone}, jitter={self.jitter})"
@@ -276,14 +278,16 @@ class CronTiming:
             s = u
 
     def _fire(self, u: int, note: str | None) -> Fire:
-        at = EPOCH + timedelta(seconds=u) + self.jitter
+        at = EPOCH + timedelta(seconds=u, microseconds=self._jitter_us)
         return Fire(at, at.astimezone(self.zone), note)
 
     def _next(self, s: int) -> tuple[int, str | None]:
         """The first rule instant after s (jitter not included), with its note."""
         u = s
         while u < s + _SEARCH_LIMIT:
-            stretch = _stretch(self.zone, u)
+            stretch = self._stretch
+            if not stretch.lo <= u < stretch.hi:
+                stretch = self._stretch = _stretch(self.zone, u)
             lo, hi, offset, jump = stretch
             made_up = self._made_up(jump) if jump and lo > s else None
             start = max(s + 1, lo)

@@ -28,7 +28,7 @@ from structlog.typing import FilteringBoundLogger
 from crond import runner
 from crond.clock import FakeClock, SystemClock
 from crond.config import Job, loads
-from crond.output import LINE_LIMIT, RUN_LIMIT
+from crond.output import LINE_LIMIT, RUN_LIMIT, Watch
 from crond.runner import Outcome, Run, RunResult, RunSpec
 
 T = TypeVar("T")
@@ -586,6 +586,19 @@ def test_works_without_pidfd(monkeypatch: pytest.MonkeyPatch) -> None:
     result, rec = run_once(spec(command="echo polled; exit 4"))
     assert (result.outcome, result.exit_code) == (Outcome.FAILED, 4)
     assert rec.lines() == ["polled"]
+
+
+def test_children_share_one_epoll_that_is_gone_when_idle() -> None:
+    rec = Recorder()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        runs = [start(spec(command="echo hi"), rec) for _ in range(3)]
+        assert len(Watch._of[loop].callbacks) == 9  # two pipes and a pidfd each
+        await asyncio.gather(*(finish(run) for run in runs))
+        assert loop not in Watch._of
+
+    go(main())
 
 
 def test_many_runs_at_once() -> None:

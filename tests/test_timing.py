@@ -725,7 +725,7 @@ def test_dst_warnings_calendar_change() -> None:
 
 
 def test_tzdata_transitions_are_far_enough_apart_for_the_probe() -> None:
-    """timing.py finds offset changes by probing every 6 h: two changes of one zone must be
+    """timing.py finds offset changes by probing every 12 h: two changes of one zone must be
     further apart than that. True of tzdata today (>= 95 h); checked for the installed data."""
     pure: Any = importlib.import_module("zoneinfo._zoneinfo")  # its loader exposes transitions
     closest = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -206,3 +207,31 @@ def test_python_entrypoint_in_another_venv(tmp_path: Path, crond: list[Crond]) -
     assert out["line"] == f"report eu 100 from {venv}"
     assert d.wait_for("job.finished")["outcome"] == "success"
     assert d.stop() == 0
+
+
+def test_run_job_runs_once_as_the_daemon_would(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", f"""\
+        defaults:
+          env: {{GREETING: hello}}
+        jobs:
+          greet:
+            cron: "@yearly"
+            workdir: {tmp_path}
+            command: echo "$GREETING from $(pwd) as $CROND_JOB"; exit 3
+            enabled: false
+          slow:
+            every: 1h
+            timeout: 200ms
+            kill_after: 100ms
+            command: sleep 30
+        """)
+    result = run_cli("run-job", str(f), "greet")
+    assert result.returncode == 3
+    events = [json.loads(line) for line in result.stderr.splitlines()]
+    assert [e["event"] for e in events] == ["job.started", "job.output", "job.finished"]
+    assert events[1]["line"] == f"hello from {tmp_path} as greet"
+    assert events[2]["outcome"] == "failed"
+    assert run_cli("run-job", str(f), "slow").returncode == 124
+    missing = run_cli("run-job", str(f), "nope")
+    assert missing.returncode == 2
+    assert "no job named nope" in missing.stderr
