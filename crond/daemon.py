@@ -10,7 +10,9 @@ the scheduling loop itself, so a stuck loop lets it go stale.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import resource
 import signal
 import sys
 from collections.abc import Coroutine
@@ -167,6 +169,7 @@ class Daemon:
     # --- main -------------------------------------------------------------------------
 
     async def serve(self) -> int:
+        _raise_fd_limit()
         aio = asyncio.get_running_loop()
         reap = reaper.install(aio, runner.owned_pids) if os.getpid() == 1 else None
         try:
@@ -206,6 +209,15 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
         log.error("config.load_failed", errors=[str(p) for p in exc.problems])
         return 1
     return asyncio.run(Daemon(path, cfg, options, log, SystemClock()).serve())
+
+
+def _raise_fd_limit() -> None:
+    """Each running job holds three descriptors (two pipes, a pidfd): systemd's default
+    soft limit of 1,024 would cap crond at ~340 concurrent runs. Use the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def exit_status(result: runner.RunResult) -> int:

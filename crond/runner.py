@@ -123,6 +123,11 @@ class RunSpec:
     error: str | None = None  # known before spawning: each attempt fails with it (126)
 
 
+# What a `user:` job keeps of the daemon's environment, and the PATH it gets (cron's).
+_KEPT_FOR_USER: Final = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ")
+_USER_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
+
+
 def spec_for(job: Job, base_env: Mapping[str, str] | None = None) -> RunSpec:
     """The RunSpec of `job`; never raises for a problem of the host (see `error`)."""
     env = dict(os.environ if base_env is None else base_env)
@@ -132,7 +137,16 @@ def spec_for(job: Job, base_env: Mapping[str, str] | None = None) -> RunSpec:
         account, error = _account(job.user)
         if account is not None:
             home = account.pw_dir
-            env.update(HOME=home, USER=account.pw_name, LOGNAME=account.pw_name)
+            # Another user's job starts from a clean environment, as login and cron give
+            # it: the daemon's variables (secrets included) are not handed across.
+            env = {k: env[k] for k in _KEPT_FOR_USER if k in env}
+            env.update(
+                PATH=_USER_PATH,
+                HOME=home,
+                USER=account.pw_name,
+                LOGNAME=account.pw_name,
+                SHELL=account.pw_shell or "/bin/sh",
+            )
             if os.geteuid() == 0:
                 uid, gid = account.pw_uid, account.pw_gid
                 groups = tuple(os.getgrouplist(account.pw_name, account.pw_gid))

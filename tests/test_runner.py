@@ -799,6 +799,19 @@ def test_user_switch_to_nobody() -> None:
     assert names == "/nonexistent nobody nobody"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_user_job_gets_a_clean_environment_and_its_own_env() -> None:
+    base = {"PATH": "/opt/secret/bin:/usr/bin:/bin", "AWS_SECRET": "x", "LANG": "C.UTF-8"}
+    the_spec = spec(base, command="env | sort", user="nobody", workdir="/", env={"MINE": "1"})
+    result, rec = run_once(the_spec)
+    assert result.outcome is Outcome.SUCCESS, rec.lines("stderr")
+    env = dict(line.split("=", 1) for line in rec.lines())
+    assert "AWS_SECRET" not in env
+    assert env["PATH"] == "/usr/local/bin:/usr/bin:/bin"
+    assert (env["LANG"], env["MINE"], env["USER"]) == ("C.UTF-8", "1", "nobody")
+    assert env["CROND_JOB"] == the_spec.job
+
+
 def test_unknown_user_fails_each_attempt_with_a_message() -> None:
     the_spec = spec(command="true", user="no-such-user-crond")
     assert the_spec.error is not None
