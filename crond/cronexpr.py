@@ -109,7 +109,7 @@ class CronExpr:
         """The first matching day on or after `day` (days since 1970-01-01), cached."""
         found = self._days_cache.get(day)
         if found is None:
-            if len(self._days_cache) > 100_000:  # bound memory for very long walks
+            if len(self._days_cache) > 10_000:  # bound memory for very long walks
                 self._days_cache.clear()
             found = self._days_cache[day] = self._find_day(day)
         return found

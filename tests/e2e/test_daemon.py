@@ -210,7 +210,9 @@ def test_python_entrypoint_in_another_venv(tmp_path: Path, crond: list[Crond]) -
 
 
 def test_run_job_runs_once_as_the_daemon_would(tmp_path: Path) -> None:
-    f = write(tmp_path / "s.yaml", f"""\
+    f = write(
+        tmp_path / "s.yaml",
+        f"""\
         defaults:
           env: {{GREETING: hello}}
         jobs:
@@ -224,7 +226,8 @@ def test_run_job_runs_once_as_the_daemon_would(tmp_path: Path) -> None:
             timeout: 200ms
             kill_after: 100ms
             command: sleep 30
-        """)
+        """,
+    )
     result = run_cli("run-job", str(f), "greet")
     assert result.returncode == 3
     events = [json.loads(line) for line in result.stderr.splitlines()]
