@@ -83,8 +83,8 @@ def together(work: Path, jobs: int, every: int, boundaries: int) -> list[float]:
         time.sleep(0.2)
     stop(proc)
     by_slot: dict[int, list[float]] = {}
-    for t in stamps(out):
-        by_slot.setdefault(int(t), []).append(t)
+    for t in stamps(out):  # a start belongs to the latest slot before it
+        by_slot.setdefault(int(t) - int(t) % every, []).append(t)
     return [(max(ts) - slot) * 1000 for slot, ts in sorted(by_slot.items()) if len(ts) == jobs]
 
 
@@ -106,7 +106,10 @@ def proc_stat(pid: int) -> tuple[float, int, int]:
     ticks = os.sysconf("SC_CLK_TCK")
     cpu = (int(fields[11]) + int(fields[12])) / ticks
     status = Path(f"/proc/{pid}/status").read_text()
-    values = {line.split(":")[0]: line.split(":")[1].split()[0] for line in status.splitlines()}
+    values = {}
+    for line in status.splitlines():
+        key, _, rest = line.partition(":")
+        values[key] = (rest.split() or ["0"])[0]
     switches = int(values["voluntary_ctxt_switches"]) + int(values["nonvoluntary_ctxt_switches"])
     return cpu, switches, int(values["VmRSS"])
 

@@ -50,6 +50,7 @@ class Daemon:
         self.clock = clock
         self.notifier = Notifier()
         self.specs: dict[str, tuple[Job, runner.RunSpec]] = {}
+        self.environ = dict(os.environ)  # read once: every job's environment starts here
         self.loop = Loop(
             clock=clock, log=log, launch=self._launch, heartbeat=self._heartbeat(), beat=self._beat
         )
@@ -78,7 +79,7 @@ class Daemon:
     def _launch(self, job: Job, slot: datetime) -> runner.Run:
         cached = self.specs.get(job.name)
         if cached is None or cached[0] is not job:
-            cached = (job, runner.spec_for(job))
+            cached = (job, runner.spec_for(job, self.environ))
             self.specs[job.name] = cached
         return runner.start_run(cached[1], slot, clock=self.clock, log=self.log)
 

@@ -25,7 +25,7 @@ import structlog
 import yaml
 from structlog.typing import FilteringBoundLogger
 
-from crond import runner
+from crond import child, runner
 from crond.clock import FakeClock, SystemClock
 from crond.config import Job, loads
 from crond.output import LINE_LIMIT, RUN_LIMIT, Watch
@@ -297,7 +297,7 @@ def test_job_gets_only_stdin_stdout_stderr(workdir: str | None) -> None:
 def test_descriptors_the_daemon_inherited_are_not_passed_on() -> None:
     read_end, write_end = os.pipe()
     os.set_inheritable(write_end, True)  # like a descriptor crond's parent left open
-    runner._seal_inherited_fds.cache_clear()
+    child._seal_inherited_fds.cache_clear()
     try:
         _, rec = run_once(spec(command=["ls", "/proc/self/fd"]))
     finally:
