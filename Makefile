@@ -7,11 +7,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint types pytest bench clean
 
+# pip's and setuptools' chatter goes to .venv/install.log; it is shown if the install fails.
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@test -x $(BIN)/python || { echo "creating $(VENV)"; $(PY) -m venv $(VENV); }
+	@echo "installing crond and its dev tools into $(VENV) (log: $(VENV)/install.log)"
+	@{ $(BIN)/python -m pip install --upgrade pip && \
+	   $(BIN)/python -m pip install -e '.[dev]'; } > $(VENV)/install.log 2>&1 \
+	 || { tail -n 40 $(VENV)/install.log; exit 1; }
+	@touch $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/crond run schedules.example.yaml
