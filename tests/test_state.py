@@ -1,0 +1,108 @@
+"""The state store on a real SQLite file: cursors, attempts, pruning, lost runs, corruption."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from crond import state
+
+T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+def test_start_and_finish_record_an_attempt(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    row = store.start(
+        "a", run_id="r1", slot=T0, attempt=1, started=T0 + timedelta(milliseconds=2), cursor=T0
+    )
+    assert store.cursors() == {"a": T0}
+    open_row = store.last("a")
+    assert open_row is not None
+    assert (open_row.outcome, open_row.finished) == (None, None)
+    store.finish(
+        row,
+        job="a",
+        finished=T0 + timedelta(seconds=1),
+        outcome="success",
+        exit_code=0,
+        duration_s=0.998,
+        output=["hi", "there"],
+    )
+    done = store.last("a")
+    assert done is not None
+    assert (done.run_id, done.slot, done.outcome, done.exit_code) == ("r1", T0, "success", 0)
+    assert done.output == ["hi", "there"]
+    assert store.last("a", outcome="failed") is None
+
+
+def test_cursor_never_goes_back(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    store.save_cursor("a", T0 + timedelta(hours=1))
+    store.save_cursor("a", T0)
+    assert store.cursors()["a"] == T0 + timedelta(hours=1)
+
+
+def test_history_is_pruned_per_job(tmp_path: Path) -> None:
+    store = state.Store(tmp_path, history=5)
+    for i in range(12):
+        for job in ("a", "b"):
+            row = store.start(job, run_id=f"{job}{i}", slot=T0, attempt=1, started=T0, cursor=T0)
+            store.finish(
+                row, job=job, finished=T0, outcome="success", exit_code=0, duration_s=0.0, output=[]
+            )
+    assert [r.run_id for r in store.recent("a", 100)] == [f"a{i}" for i in range(7, 12)]
+    assert len(store.recent("b", 100)) == 5
+
+
+def test_open_attempts_are_closed_as_lost_by_the_next_daemon(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    store.start("a", run_id="r1", slot=T0, attempt=1, started=T0, cursor=T0)
+    store.close()
+    again = state.Store(tmp_path)  # a new daemon after a crash
+    lost = again.close_lost(T0 + timedelta(minutes=1))
+    assert [(r.job, r.run_id, r.slot) for r in lost] == [("a", "r1", T0)]
+    last = again.last("a")
+    assert last is not None
+    assert last.outcome == "lost"
+    assert again.close_lost(T0 + timedelta(minutes=2)) == []
+
+
+def test_corrupt_file_is_moved_aside_and_a_fresh_one_started(tmp_path: Path) -> None:
+    (tmp_path / state.DB_NAME).write_bytes(b"this is not a database" * 100)
+    store = state.Store(tmp_path)
+    assert store.moved_aside is not None
+    assert store.moved_aside.exists()
+    assert store.cursors() == {}
+    store.save_cursor("a", T0)
+    assert store.cursors() == {"a": T0}
+
+
+def test_unwritable_directory_is_a_state_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises((state.StateError, OSError)):
+        state.Store(blocker / "sub")
+
+
+def test_a_reader_sees_committed_rows_while_the_writer_holds_the_file(tmp_path: Path) -> None:
+    writer = state.Store(tmp_path)
+    row = writer.start("a", run_id="r1", slot=T0, attempt=1, started=T0, cursor=T0)
+    reader = sqlite3.connect(tmp_path / state.DB_NAME)
+    assert reader.execute("SELECT count(*) FROM attempts").fetchone() == (1,)
+    writer.finish(
+        row, job="a", finished=T0, outcome="failed", exit_code=2, duration_s=0.1, output=["boom"]
+    )
+    assert reader.execute("SELECT outcome FROM attempts").fetchone() == ("failed",)
+    reader.close()
+
+
+def test_default_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert state.default_dir({"STATE_DIRECTORY": "/var/lib/x:/other"}) == Path("/var/lib/x")
+
+
+def test_boot_id_is_read_from_the_kernel() -> None:
+    bid = state.boot_id()
+    assert bid is None or len(bid) == 36
