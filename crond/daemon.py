@@ -23,12 +23,25 @@ from typing import Any
 
 from structlog.typing import FilteringBoundLogger
 
-from crond import __version__, config, liveness, reaper, runner
+from crond import __version__, config, liveness, ownership, reaper, runner
 from crond.clock import Clock, SystemClock
 from crond.config import Config, Job
 from crond.loop import Loop, iso
 from crond.notify import Notifier
 from crond.zones import tzdata_version
+
+# systemd's messages to this process: a job must not talk to systemd in crond's name.
+_DAEMON_ONLY = frozenset(
+    {
+        "NOTIFY_SOCKET",
+        "WATCHDOG_USEC",
+        "WATCHDOG_PID",
+        "LISTEN_FDS",
+        "LISTEN_PID",
+        "LISTEN_FDNAMES",
+        "INVOCATION_ID",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -50,7 +63,8 @@ class Daemon:
         self.clock = clock
         self.notifier = Notifier()
         self.specs: dict[str, tuple[Job, runner.RunSpec]] = {}
-        self.environ = dict(os.environ)  # read once: every job's environment starts here
+        # Read once: every job's environment starts here, without what is the daemon's own.
+        self.environ = {k: v for k, v in os.environ.items() if k not in _DAEMON_ONLY}
         self.loop = Loop(
             clock=clock, log=log, launch=self._launch, heartbeat=self._heartbeat(), beat=self._beat
         )
@@ -123,14 +137,22 @@ class Daemon:
         while self._reload_wanted and not self._signals:
             self._reload_wanted = False
             self.notifier.reloading()
-            try:
-                new = await asyncio.to_thread(config.load, self.path)
-            except config.ConfigError as exc:
-                self.log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
-            else:
-                if not self._signals:
-                    self._swap(new)
+            new = await self._read()
+            if new is not None and not self._signals:
+                self._swap(new)
             self.notifier.ready()
+
+    async def _read(self) -> Config | None:
+        """The file again, through the same checks as at start; None (logged) if refused."""
+        refusal = ownership.check_schedules_file(self.path)
+        if refusal:
+            self.log.error("config.reload_failed", errors=[refusal])
+            return None
+        try:
+            return await asyncio.to_thread(config.load, self.path)
+        except config.ConfigError as exc:
+            self.log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
+            return None
 
     def _swap(self, new: Config) -> None:
         diff = self.loop.load(new.jobs)
@@ -201,7 +223,13 @@ class Daemon:
 
 
 def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
-    """`crond run`: exit 1 when the file is invalid at start, 0 after a clean stop."""
+    """`crond run`: exit 1 when the file is invalid (or, as root, unsafe) at start, 0 after
+    a clean stop."""
+    refusal = ownership.check_schedules_file(path)
+    if refusal:
+        print(refusal, file=sys.stderr)
+        log.error("config.load_failed", errors=[refusal])
+        return 1
     try:
         cfg = config.load(path)
     except config.ConfigError as exc:

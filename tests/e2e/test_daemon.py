@@ -68,10 +68,9 @@ def test_hup_adds_a_job_and_a_broken_file_keeps_the_old_jobs(
     failed = d.wait_for("config.reload_failed")
     assert failed["level"] == "error"
     assert any(f"{f}:3:" in e and 'did you mean "command"' in e for e in failed["errors"])
-    seen = len(d.named("job.started"))
-    d.wait_for("job.started", lambda e: e["job"] == "b")  # the old jobs keep running
-    d.wait_for("job.started", lambda e: e["job"] == "a")
-    assert len(d.named("job.started")) > seen
+    after = failed["timestamp"]  # the old jobs keep running
+    d.wait_for("job.started", lambda e: e["job"] == "b" and e["timestamp"] > after)
+    d.wait_for("job.started", lambda e: e["job"] == "a" and e["timestamp"] > after)
     assert d.stop() == 0
 
 
