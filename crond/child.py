@@ -88,6 +88,8 @@ class Attempt:
         self.kill_at: float | None = None
         self.reaped = self.over = False
         self.started = self.ended = self.loop.time()
+        run.budget.tail.clear()
+        self.token = run.recorder.started(run, number) if run.recorder else None
         self._spawn()
         lag_ms = round((run.clock.now() - run.slot).total_seconds() * 1000, 1)
         run.log.info(
@@ -336,7 +338,10 @@ class Attempt:
         return result
 
     def _log_finished(self, result: RunResult) -> None:
-        log = self.run.log
+        run = self.run
+        if run.recorder is not None:
+            run.recorder.finished(self.token, run, result, list(run.budget.tail))
+        log = run.log
         emit = {
             Outcome.SUCCESS: log.info,
             Outcome.FAILED: log.error,

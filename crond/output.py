@@ -17,6 +17,7 @@ pipe. The choices, for the docs:
 from __future__ import annotations
 
 import asyncio
+import collections
 import os
 import select
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from structlog.typing import FilteringBoundLogger
 
 LINE_LIMIT: Final = 8 * 1024
 RUN_LIMIT: Final = 1024 * 1024
+TAIL_LINES: Final = 20
 _CHUNK: Final = 64 * 1024
 # The final drain after an attempt reads at most this many chunks, so that a process
 # that escaped the job's group and keeps writing cannot hold the runner.
@@ -80,6 +82,8 @@ class Budget:
         self.log = log
         self.left = RUN_LIMIT
         self.pumps: list[Pump] = []
+        # The current attempt's last lines, for the state store's history (bounded).
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
 
     def spend(self, size: int) -> None:
         """Count `size` bytes read; the first time the limit is exceeded, log the lines
@@ -152,6 +156,7 @@ class Pump:
 
     def _emit(self, line: bytes) -> None:
         text = line.decode("utf-8", errors="replace")
+        self.budget.tail.append(text)
         self.budget.log.info("job.output", stream=self.stream, line=text)
 
     def flush(self) -> None:

@@ -44,10 +44,10 @@ import os
 import pwd
 import secrets
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Protocol
 
 from structlog.typing import FilteringBoundLogger
 
@@ -185,6 +185,15 @@ def iso_utc(when: datetime) -> str:
     return when.astimezone(UTC).isoformat(timespec=spec).replace("+00:00", "Z")
 
 
+class Recorder(Protocol):
+    """Who keeps the record of attempts (the state store). `started` is called before
+    each attempt's child is spawned; what it returns comes back to `finished`."""
+
+    def started(self, run: Run, attempt: int) -> object: ...
+
+    def finished(self, token: object, run: Run, result: RunResult, tail: Sequence[str]) -> None: ...
+
+
 def start_run(
     spec: RunSpec,
     slot: datetime,
@@ -192,9 +201,10 @@ def start_run(
     run_id: str | None = None,
     clock: Clock,
     log: FilteringBoundLogger,
+    recorder: Recorder | None = None,
 ) -> Run:
     """Spawn attempt 1 of a run now (synchronously) and return the Run supervising it."""
-    return Run(spec, slot, run_id or new_run_id(clock.now()), clock, log)
+    return Run(spec, slot, run_id or new_run_id(clock.now()), clock, log, recorder=recorder)
 
 
 class Run:
@@ -202,7 +212,14 @@ class Run:
     counts 1, 2, ...). Made by `start_run`; the Run's own task does the rest."""
 
     def __init__(
-        self, spec: RunSpec, slot: datetime, run_id: str, clock: Clock, log: FilteringBoundLogger
+        self,
+        spec: RunSpec,
+        slot: datetime,
+        run_id: str,
+        clock: Clock,
+        log: FilteringBoundLogger,
+        *,
+        recorder: Recorder | None = None,
     ) -> None:
         if slot.tzinfo is None:
             raise ValueError("slot must be an aware datetime")
@@ -216,6 +233,7 @@ class Run:
         self.log = log.bind(job=spec.job, run_id=run_id)
         self.slot_text = iso_utc(slot)
         self.budget = Budget(self.log)
+        self.recorder = recorder
         self._stopping = False
         self._wake = asyncio.Event()
         self._current: Attempt | None = Attempt(self, 1)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 import tracemalloc
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -855,3 +855,41 @@ def test_naive_slot_is_refused() -> None:
             runner.start_run(the_spec, naive, clock=SystemClock(), log=log)
 
     go(main())
+
+
+# --- the record of attempts ------------------------------------------------------------
+
+
+class Book:
+    """A runner.Recorder that notes what it is told, and what the world looked like then."""
+
+    def __init__(self, mark: Path) -> None:
+        self.mark = mark
+        self.calls: list[tuple[str, int, bool]] = []  # (what, attempt, mark existed)
+        self.tails: list[list[str]] = []
+
+    def started(self, run: Run, attempt: int) -> object:
+        self.calls.append(("started", attempt, self.mark.exists()))
+        return attempt * 100
+
+    def finished(self, token: object, run: Run, result: RunResult, tail: Sequence[str]) -> None:
+        assert token == result.attempt * 100
+        self.calls.append(("finished", result.attempt, self.mark.exists()))
+        self.tails.append(list(tail))
+
+
+def test_recorder_is_told_before_each_spawn_and_gets_the_last_lines(tmp_path: Path) -> None:
+    mark = tmp_path / "ran"
+    book = Book(mark)
+    command = f"seq 1 30; touch {mark}; exit 1"
+    the_spec = spec(command=command, retry={"attempts": 1, "delay": "10ms"})
+    result, _ = run_once(the_spec, recorder=book)
+    assert result.attempt == 2
+    # started is called before the child exists: its mark is not there yet at attempt 1.
+    assert book.calls == [
+        ("started", 1, False),
+        ("finished", 1, True),
+        ("started", 2, True),
+        ("finished", 2, True),
+    ]
+    assert book.tails == [[str(i) for i in range(11, 31)]] * 2
