@@ -19,7 +19,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+    from crond.clock import Clock
+    from crond.runner import Run, RunResult
 
 SCHEMA_VERSION = 1
 DB_NAME = "crond.sqlite3"
@@ -297,3 +303,58 @@ def boot_id() -> str | None:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
     except OSError:
         return None
+
+
+class StoreRecorder:
+    """The runner's Recorder backed by a Store, or by nothing when the store is off or
+    broken. A failing store never stops a run: the error is logged at most once per
+    `quiet` seconds, and `degraded` says so (the liveness file reports it)."""
+
+    def __init__(
+        self, store: Store | None, log: FilteringBoundLogger, clock: Clock, quiet: float = 10.0
+    ) -> None:
+        self.store = store
+        self.log = log
+        self.clock = clock
+        self.quiet = quiet
+        self.degraded = False
+        self._logged_at: float | None = None
+
+    def failed(self, exc: Exception) -> None:
+        self.degraded = True
+        now = self.clock.monotonic()
+        if self._logged_at is None or now - self._logged_at >= self.quiet:
+            self._logged_at = now
+            self.log.error("state.write_failed", error=str(exc))
+
+    def started(self, run: Run, attempt: int) -> object:
+        if self.store is None:
+            return None
+        try:
+            return self.store.start(
+                run.job,
+                run_id=run.run_id,
+                slot=run.slot,
+                attempt=attempt,
+                started=self.clock.now(),
+                cursor=run.slot,
+            )
+        except StateError as exc:
+            self.failed(exc)
+            return None
+
+    def finished(self, token: object, run: Run, result: RunResult, tail: Sequence[str]) -> None:
+        if self.store is None or not isinstance(token, int):
+            return
+        try:
+            self.store.finish(
+                token,
+                job=run.job,
+                finished=self.clock.now(),
+                outcome=result.outcome.value,
+                exit_code=result.exit_code,
+                duration_s=result.duration_s,
+                output=tail,
+            )
+        except StateError as exc:
+            self.failed(exc)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
+from structlog.typing import FilteringBoundLogger
 
-from crond import state
+from crond import config, runner, state
+from crond.clock import SystemClock
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
@@ -106,3 +110,55 @@ def test_default_dir(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_boot_id_is_read_from_the_kernel() -> None:
     bid = state.boot_id()
     assert bid is None or len(bid) == 36
+
+
+def _job(command: str) -> config.Job:
+    return config.loads(f"jobs:\n  j: {{every: 1h, command: {command!r}}}\n").jobs["j"]
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def _add(self, event: str, **kw: Any) -> None:
+        self.events.append((event, kw))
+
+    info = warning = error = debug = _add
+
+    def bind(self, **_: Any) -> _Log:
+        return self
+
+
+def _run(recorder: state.StoreRecorder, command: str) -> None:
+    log = cast(FilteringBoundLogger, _Log())
+
+    async def main() -> None:
+        run = runner.start_run(
+            runner.spec_for(_job(command)), T0, clock=SystemClock(), log=log, recorder=recorder
+        )
+        await run.wait()
+
+    asyncio.run(main())
+
+
+def test_store_recorder_keeps_each_attempt_with_its_output(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    recorder = state.StoreRecorder(store, cast(FilteringBoundLogger, _Log()), SystemClock())
+    _run(recorder, "echo one; echo two; exit 3")
+    row = store.last("j")
+    assert row is not None
+    assert (row.slot, row.attempt, row.outcome, row.exit_code) == (T0, 1, "failed", 3)
+    assert row.output == ["one", "two"]
+    assert store.cursors() == {"j": T0}
+    assert not recorder.degraded
+
+
+def test_a_broken_store_never_stops_a_run(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    store.close()  # every write now fails
+    log = _Log()
+    recorder = state.StoreRecorder(store, cast(FilteringBoundLogger, log), SystemClock())
+    _run(recorder, "echo still runs")
+    _run(recorder, "echo and again")
+    assert recorder.degraded
+    assert [e for e, _ in log.events] == ["state.write_failed"]  # once per `quiet` seconds
