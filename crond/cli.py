@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from crond import __version__, config, daemon, durations, liveness, logs
+from crond import __version__, config, durations, liveness
 from crond.clock import SystemClock
+
+if TYPE_CHECKING:
+    from crond import logs
+
+# The daemon's modules (structlog, the runner, the loop) are imported by the commands that
+# use them: `crond validate` and `crond next` start ~60 ms sooner without them.
+_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")  # == logs.LEVELS (tested)
+
+# At exit the interpreter collects and frees everything the collector tracks: ~0.1 s on
+# every command, for pydantic's and click's modules alone. Frozen objects it leaves to
+# the end of the process, which is what follows. (Files are closed by their `with`s.)
+atexit.register(gc.freeze)
 
 _FILE = click.Path(dir_okay=False, path_type=Path)
 
@@ -168,7 +183,7 @@ def next_(
 )
 @click.option(
     "--log-level",
-    type=click.Choice(logs.LEVELS, case_sensitive=False),
+    type=click.Choice(_LOG_LEVELS, case_sensitive=False),
     default="info",
     show_default=True,
 )
@@ -180,6 +195,8 @@ def run(
     log_level: str,
 ) -> None:
     """Run the daemon in the foreground."""
+    from crond import daemon, logs  # noqa: PLC0415  (see the imports above)
+
     log = logs.configure(log_format, log_level)
     options = daemon.Options(liveness_file=liveness_file, heartbeat=heartbeat)
     sys.exit(daemon.run(file, options, log))
@@ -196,6 +213,8 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
         raise click.BadParameter(
             f"no job named {name} in {file} (jobs: {', '.join(cfg.jobs)})", param_hint="NAME"
         )
+    from crond import daemon, logs  # noqa: PLC0415  (see the imports above)
+
     log = logs.configure(log_format, "info")
     sys.exit(daemon.run_once(cfg.jobs[name], log))
 

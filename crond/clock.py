@@ -6,12 +6,14 @@ is given `now`; the scheduling loop and the runner are given a Clock.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
 
 # Long epoll waits overrun by ~0.1 % of their length (DESIGN.md, performance notes).
 # So a long sleep ends a little before its target, and a short wait finishes the job.
@@ -45,6 +47,8 @@ class SystemClock:
         return time.monotonic()
 
     async def sleep_until(self, when: datetime) -> None:
+        import asyncio  # noqa: PLC0415  (`crond validate` reads the clock, never sleeps: -25 ms)
+
         deadline = time.monotonic() + max(0.0, (when - self.now()).total_seconds())
         while True:
             left = min((when - self.now()).total_seconds(), deadline - time.monotonic())
@@ -75,6 +79,8 @@ class FakeClock:
         return self._mono
 
     async def sleep_until(self, when: datetime) -> None:
+        import asyncio  # noqa: PLC0415  (as in SystemClock)
+
         if when <= self._now:
             await asyncio.sleep(0)
             return

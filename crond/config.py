@@ -6,12 +6,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import re
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 from zoneinfo import ZoneInfo
 
 from pydantic import (
@@ -59,7 +62,30 @@ def _duration(value: object) -> timedelta:
         raise PydanticCustomError("crond", str(exc)) from None
 
 
+# A bound is checked in the same call as the parse: one Python call per value instead of
+# two (with an after-validator), over the tens of thousands of durations of a big file.
+_ONE_SECOND = timedelta(seconds=1)
+
+
+def _interval(value: object) -> timedelta:
+    delta = _duration(value)
+    if delta < _ONE_SECOND:
+        raise PydanticCustomError("crond", "an interval must be at least 1s")
+    return delta
+
+
+def _grace(value: object) -> timedelta:
+    delta = _duration(value)
+    if delta < _ONE_SECOND:
+        raise PydanticCustomError(
+            "crond", "grace must be at least 1s (a start is always a little late)"
+        )
+    return delta
+
+
 Duration = Annotated[timedelta, BeforeValidator(_duration), WithJsonSchema(_DURATION_SCHEMA)]
+Interval = Annotated[timedelta, BeforeValidator(_interval), WithJsonSchema(_DURATION_SCHEMA)]
+Grace = Annotated[timedelta, BeforeValidator(_grace), WithJsonSchema(_DURATION_SCHEMA)]
 
 
 def _env_value(value: object) -> str:
@@ -118,7 +144,7 @@ class JobFields(_Model):
 
     description: str | None = None
     cron: str | None = None
-    every: Duration | None = None
+    every: Interval | None = None
     anchor: AwareDatetime | None = None
     timezone: str | None = None
     jitter: Duration | None = None
@@ -133,13 +159,10 @@ class JobFields(_Model):
     timeout: Duration | None = None
     kill_after: Duration | None = None
     overlap: Overlap | None = None
-    grace: Duration | None = None
+    grace: Grace | None = None
     retry: Retry | None = None
     output: Output | None = None
     enabled: bool | None = None
-
-    _cron_expr: Any = PrivateAttr(default=None)
-    _name: str = PrivateAttr(default="")
 
     @field_validator("cron")
     @classmethod
@@ -174,32 +197,24 @@ class JobFields(_Model):
             raise PydanticCustomError("crond", "an empty list has no program to run")
         return value
 
-    @field_validator("every")
-    @classmethod
-    def _positive(cls, value: timedelta | None) -> timedelta | None:
-        if value is not None and value < timedelta(seconds=1):
-            raise PydanticCustomError("crond", "an interval must be at least 1s")
-        return value
-
-    @field_validator("grace")
-    @classmethod
-    def _grace(cls, value: timedelta | None) -> timedelta | None:
-        if value is not None and value < timedelta(seconds=1):
-            raise PydanticCustomError(
-                "crond", "grace must be at least 1s (a start is always a little late)"
-            )
-        return value
-
 
 class Job(JobFields):
     """One job, with the file's defaults already merged in."""
+
+    # Set by `loads`: the name (the job's key in the file) and the parsed `cron`. Slots
+    # rather than PrivateAttrs: pydantic gives every instance with private attributes its
+    # own dict and a Python-level init call (a third of validating a 10,000-job file).
+    __slots__ = ("_cron_expr", "_name")
+    if TYPE_CHECKING:
+        _cron_expr: timing.CronExpr | None
+        _name: str
 
     timezone: str | None = None
     jitter: Duration = timedelta(0)
     env: dict[str, EnvValue] = Field(default_factory=dict)
     kill_after: Duration = timedelta(seconds=10)
     overlap: Overlap = Overlap.SKIP
-    grace: Duration = timedelta(minutes=5)
+    grace: Grace = timedelta(minutes=5)
     retry: Retry = Retry()
     output: Output = Output.LOG
     enabled: bool = True
@@ -220,13 +235,22 @@ class Job(JobFields):
             for name in ("args", "kwargs", "interpreter"):
                 if getattr(self, name) is not None:
                     _field_error(name, f"{name} applies to python jobs only")
-        if self.cron is not None:
-            self._cron_expr = _parse_cron(self.cron)
         return self
 
     @property
     def name(self) -> str:
-        return self._name
+        try:
+            return self._name
+        except AttributeError:  # a Job made outside `loads`
+            return ""
+
+    def cron_expr(self) -> timing.CronExpr:
+        """The parsed `cron` (which must be set)."""
+        try:
+            expr = self._cron_expr
+        except AttributeError:  # a Job made outside `loads`
+            expr = None
+        return expr if expr is not None else _parse_cron(self.cron)
 
     @property
     def zone(self) -> ZoneInfo:
@@ -236,7 +260,7 @@ class Job(JobFields):
         """The job's schedule as a Timing (see timing.py)."""
         offset = timing.jitter_offset(self.name, self.jitter)
         if self.cron is not None:
-            return timing.CronTiming(self._cron_expr, self.zone, offset)
+            return timing.CronTiming(self.cron_expr(), self.zone, offset)
         assert self.every is not None  # guaranteed by _shape
         return timing.IntervalTiming(self.every, self.anchor, offset)
 
@@ -309,13 +333,15 @@ _ONLY_FOR = {
 def _merge(defaults: dict[str, Any], job: Any, zone: Any) -> Any:
     if not isinstance(job, dict):
         return job  # let validation report the wrong type
-    merged: dict[str, Any] = {}
-    kinds = {k for k in ("cron", "every", "python", "command") if k in job}
-    for key, value in defaults.items():
-        needed = _ONLY_FOR.get(key)
-        if needed is None or needed in kinds:
-            merged[key] = value
-    merged.update(job)
+    if _ONLY_FOR.keys().isdisjoint(defaults):  # the usual case, in one C-level step
+        merged = {**defaults, **job}
+    else:
+        merged = {}
+        for key, value in defaults.items():
+            needed = _ONLY_FOR.get(key)
+            if needed is None or needed in job:
+                merged[key] = value
+        merged.update(job)
     if isinstance(defaults.get("env"), dict) and isinstance(job.get("env"), dict):
         merged["env"] = {**defaults["env"], **job["env"]}
     if "cron" in job and "timezone" not in merged:
@@ -323,9 +349,54 @@ def _merge(defaults: dict[str, Any], job: Any, zone: Any) -> Any:
     return merged
 
 
+# The marks a good file keeps (validate's DST warnings point at the cron line).
+_KEPT_MARKS = frozenset({"cron"})
+
+
 def loads(text: str, filename: str = "<string>") -> Config:
-    """Parse and validate a schedules file's text; raise ConfigError with every problem."""
-    source = yamlsource.parse(text)
+    """Parse and validate a schedules file's text; raise ConfigError with every problem.
+
+    Most files are good, and locating every node costs more than reading the file: the
+    first pass records no marks. Any problem at all (YAML, duplicate key, validation)
+    sends the file through a second pass that locates everything, so problems read the
+    same whichever pass found them.
+    """
+    with gc_paused():
+        quick = yamlsource.parse_quick(text, _KEPT_MARKS)
+        if quick is not None:
+            with contextlib.suppress(ConfigError):
+                return _validated(quick, filename)
+        return _validated(yamlsource.parse(text), filename)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while building many objects that will live long (a
+    load; the daemon's scheduler entries for it).
+
+    A load allocates ~10 container objects per job and frees few: CPython's collector
+    would scan the growing heap again and again (a third of the load time of a
+    10,000-job file), and the data holds no cycles worth collecting early. Afterwards,
+    the survivors would still be scanned by the next young collection, then the next
+    middle one (~0.1 s): freeze+unfreeze puts every tracked object straight into the
+    oldest generation instead (a list splice, as documented), to wait there for the next
+    full collection. Skipped when someone froze objects on purpose: unfreeze would undo
+    that.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()
+
+
+def _validated(source: yamlsource.Source, filename: str) -> Config:
+    """The Config of parsed `source`, or ConfigError with every problem, located."""
     problems = [Problem.at(filename, p.mark, p.path, p.message) for p in source.problems]
     data = source.data
     if not problems:
@@ -368,8 +439,18 @@ def loads(text: str, filename: str = "<string>") -> Config:
         for name, job in config.jobs.items()
         if job.cron is not None
     }
+    # Pydantic keeps, per instance, the set of fields the input gave (~0.7 kB each); a
+    # file's thousands of jobs give a handful of distinct sets, so they share them. The
+    # models are frozen, so nothing adds to a set (model_copy copies it first). The 7 MB
+    # freed by 10,000 jobs is what the next reload's jobs are built in.
+    fields_sets: dict[frozenset[str], set[str]] = {}
     for name, job in config.jobs.items():
-        job._name = name
+        object.__setattr__(job, "_name", name)
+        object.__setattr__(job, "_cron_expr", None if job.cron is None else _parse_cron(job.cron))
+        given = job.__pydantic_fields_set__
+        object.__setattr__(
+            job, "__pydantic_fields_set__", fields_sets.setdefault(frozenset(given), given)
+        )
     return config
 
 
@@ -422,12 +503,13 @@ def load(path: str | Path) -> Config:
 def dst_warnings(config: Config, now: datetime) -> list[Problem]:
     """Fixed-time jobs whose wall time falls into a DST gap or repeat in the coming year."""
     found = []
+    marks, path = config._cron_marks, config.path  # (private attributes are slow to read)
     for name, job in config.jobs.items():
         if job.cron is None or not job.enabled:
             continue
-        mark = config._cron_marks.get(name, yamlsource.Mark(0, 0))
-        for sentence in timing.dst_warnings(job._cron_expr, job.zone, now):
-            found.append(Problem.at(config.path, mark, ("jobs", name, "cron"), sentence))
+        for sentence in timing.dst_warnings(job.cron_expr(), job.zone, now):
+            mark = marks.get(name, yamlsource.Mark(0, 0))
+            found.append(Problem.at(path, mark, ("jobs", name, "cron"), sentence))
     return found
 
 

@@ -10,6 +10,7 @@ as `5-5` as the whole field (see tests/test_timing_oracle.py for the comparison)
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from datetime import date
@@ -31,6 +32,7 @@ _NAMED_ENDS = {3: ("dec", "jan"), 4: ("sun", "sun")}  # a field's last and first
 _HINTS = ("0-59", "0-23", "1-31", "jan..dec, 1-12", "mon..sun, 0-7")
 _DAY = 86400
 _NEVER = 10**9  # a day number beyond any date: "no matching day"
+_DAYS_CACHED = 64
 _ORDINAL_1970 = date(1970, 1, 1).toordinal()
 _MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # at most, leap years included
 _ACCEPTED = "crond accepts *, a-b, */n, a-b/n, lists, names"
@@ -70,11 +72,8 @@ class CronExpr:
     wildcard: bool  # R3: minute or hour starts with "*"
     # Seconds from midnight of the matching wall times, ascending.
     times: tuple[int, ...] = field(init=False, repr=False, compare=False)
-    # (year, month) -> matching days of that month; filled lazily by month_days().
-    _months_cache: dict[tuple[int, int], tuple[int, ...]] = field(
-        init=False, repr=False, compare=False, hash=False, default_factory=dict
-    )
-    # day -> the first matching day on or after it; filled lazily by next_day().
+    # day -> the first matching day on or after it; filled lazily by next_day(). Small:
+    # a walk asks about the same few days again and again, a daemon about the next day.
     _days_cache: dict[int, int] = field(
         init=False, repr=False, compare=False, hash=False, default_factory=dict
     )
@@ -109,7 +108,7 @@ class CronExpr:
         """The first matching day on or after `day` (days since 1970-01-01), cached."""
         found = self._days_cache.get(day)
         if found is None:
-            if len(self._days_cache) > 10_000:  # bound memory for very long walks
+            if len(self._days_cache) >= _DAYS_CACHED:  # thousands of expressions live long
                 self._days_cache.clear()
             found = self._days_cache[day] = self._find_day(day)
         return found
@@ -135,26 +134,32 @@ class CronExpr:
         return found
 
     def month_days(self, year: int, month: int) -> tuple[int, ...]:
-        """The days of (year, month) the expression matches, cached."""
-        key = (year, month)
-        cached = self._months_cache.get(key)
-        if cached is None:
-            if len(self._months_cache) > 4096:  # bound memory for very long walks
-                self._months_cache.clear()
-            cached = _month_days(self, year, month)
-            self._months_cache[key] = cached
-        return cached
+        """The days of (year, month) the expression matches."""
+        if month not in self.months:
+            return ()
+        length = _MONTH_DAYS[month - 1]
+        if month == 2 and not (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)):
+            length = 28
+        return _days_of_month(
+            self.days, self.weekdays, self.day_and, length, _weekday(year, month, 1)
+        )
 
 
-def _month_days(expr: CronExpr, year: int, month: int) -> tuple[int, ...]:
-    if month not in expr.months:
-        return ()
-    length = _MONTH_DAYS[month - 1]
-    if month == 2 and not (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)):
-        length = 28
-    first_weekday = _weekday(year, month, 1)
+@functools.lru_cache(maxsize=4096)
+def _days_of_month(
+    days: frozenset[int], weekdays: frozenset[int], day_and: bool, length: int, first: int
+) -> tuple[int, ...]:
+    """R2 over a month of `length` days whose 1st is weekday `first`. A month is only
+    these two numbers to R2, and expressions share their day fields: thousands of
+    expressions need a few dozen of these."""
     return tuple(
-        d for d in range(1, length + 1) if expr.matches_day(month, d, (first_weekday + d - 1) % 7)
+        d
+        for d in range(1, length + 1)
+        if (
+            (d in days and (first + d - 1) % 7 in weekdays)
+            if day_and
+            else (d in days or (first + d - 1) % 7 in weekdays)
+        )
     )
 
 
@@ -179,15 +184,14 @@ def parse_cron(expr: str) -> CronExpr:
     parts = text.split()
     if len(parts) != 5:
         raise CronError(_count_message(len(parts)), field=None, value=expr)
-    sets = [_parse_field(i, part) for i, part in enumerate(parts)]
-    minutes, hours, days, months, weekdays = sets
+    minutes, hours, days, months, weekdays = [_field(i, part) for i, part in enumerate(parts)]
     result = CronExpr(
         source=" ".join(parts),
         minutes=minutes,
         hours=hours,
         days=days,
         months=months,
-        weekdays=frozenset(d % 7 for d in weekdays),
+        weekdays=weekdays,
         day_and=parts[2].startswith("*") or parts[4].startswith("*"),
         wildcard=parts[0].startswith("*") or parts[1].startswith("*"),
     )
@@ -218,6 +222,14 @@ def _count_message(count: int) -> str:
     if count == 7:
         return head + "; seconds and years are not supported"
     return head
+
+
+@functools.lru_cache(maxsize=1024)
+def _field(index: int, text: str) -> frozenset[int]:
+    """A field's values (Sunday as 0), cached: files repeat `*`, `mon-fri`, hours and
+    minutes across thousands of expressions, which then share one set each."""
+    values = _parse_field(index, text)
+    return frozenset(d % 7 for d in values) if index == 4 else values
 
 
 def _parse_field(index: int, text: str) -> frozenset[int]:

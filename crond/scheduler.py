@@ -31,14 +31,12 @@ class Entry:
     timing: Timing
     cursor: datetime  # R9: UTC, never decreasing; slots at or before it are handled
     next_fire: Fire | None = None  # the first fire after the cursor (cached)
+    name: str = field(init=False)  # the job's, kept here: the hot path reads it often
 
     def __post_init__(self) -> None:
+        self.name = self.job.name
         if self.next_fire is None:
             self.next_fire = _first_after(self.timing, self.cursor)
-
-    @property
-    def name(self) -> str:
-        return self.job.name
 
 
 @dataclass(frozen=True)

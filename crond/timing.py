@@ -15,6 +15,7 @@ changes left alone (R6). One fire per instant covers R7.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,12 @@ _SEARCH_LIMIT = 400 * 366 * _DAY  # a Gregorian cycle: a valid expression fires 
 # in tzdata they are at least 95 h apart (tests/test_timing.py checks the installed data).
 _CHUNK = 384 * _DAY
 _PROBE = 12 * 3600
+_ZERO, _US, _MS, _S = (
+    timedelta(0),
+    timedelta(microseconds=1),
+    timedelta(milliseconds=1),
+    timedelta(seconds=1),
+)
 
 
 @dataclass(frozen=True)
@@ -71,9 +78,9 @@ def jitter_offset(name: str, jitter: timedelta) -> timedelta:
 
     sha256, not hash(): the offset must be the same on every host, restart and Python.
     """
-    span = jitter // timedelta(milliseconds=1)
+    span = jitter // _MS
     if span <= 0:
-        return timedelta(0)
+        return _ZERO
     digest = hashlib.sha256(name.encode("utf-8")).digest()
     return timedelta(milliseconds=int.from_bytes(digest[:8], "big") % span)
 
@@ -107,7 +114,7 @@ _chunks: dict[tuple[tzinfo, int], _Chunk] = {}
 
 def _offset(zone: tzinfo, u: int) -> int:
     # fromtimestamp with a zone is always aware; "or" only satisfies the type checker
-    return (datetime.fromtimestamp(u, zone).utcoffset() or timedelta(0)) // timedelta(seconds=1)
+    return (datetime.fromtimestamp(u, zone).utcoffset() or _ZERO) // _S
 
 
 def _chunk(zone: tzinfo, index: int) -> _Chunk:
@@ -141,6 +148,9 @@ class _Stretch(NamedTuple):
     hi: int
     offset: int
     jump: _Jump | None  # the transition at lo, None when lo is a chunk edge
+
+
+_NO_STRETCH = _Stretch(0, 0, 0, None)
 
 
 def _stretch(zone: tzinfo, u: int) -> _Stretch:
@@ -261,8 +271,8 @@ class CronTiming:
         self.zone = zone
         self.jitter = jitter
         self._fixed = not expr.wildcard
-        self._jitter_us = jitter // timedelta(microseconds=1)
-        self._stretch = _Stretch(0, 0, 0, None)  # the last one used: fires come in order
+        self._jitter_us = jitter // _US
+        self._stretch = _NO_STRETCH  # the last one used: fires come in order
 
     def __repr__(self) -> str:
         return f"CronTiming({str(self.expr)!r}, {self.zone}, jitter={self.jitter})"
@@ -348,7 +358,7 @@ class IntervalTiming:
         jitter: timedelta = timedelta(0),
         zone: tzinfo = UTC,
     ) -> None:
-        if every < timedelta(milliseconds=1):
+        if every < _MS:
             raise ValueError(f"interval {every} is too short; the minimum is 1 ms")
         if anchor is not None and anchor.utcoffset() is None:
             raise ValueError(f"anchor {anchor!r} has no time zone")
@@ -356,7 +366,7 @@ class IntervalTiming:
         self.anchor = EPOCH if anchor is None else anchor.astimezone(UTC)
         self.jitter = jitter
         self.zone = zone
-        self._step = every // timedelta(microseconds=1)
+        self._step = every // _US
 
     def __repr__(self) -> str:
         return f"IntervalTiming({self.every}, anchor={self.anchor.isoformat()})"
@@ -364,7 +374,7 @@ class IntervalTiming:
     def next_after(self, t: datetime) -> Fire:
         if t.utcoffset() is None:
             raise ValueError(f"{t!r} has no time zone; crond compares UTC instants only")
-        since = (t - self.jitter - self.anchor) // timedelta(microseconds=1)
+        since = (t - self.jitter - self.anchor) // _US
         k = max(0, since // self._step + 1)  # integer microseconds: no float drift
         at = self.anchor + timedelta(microseconds=k * self._step) + self.jitter
         return Fire(at, at.astimezone(self.zone), None)
@@ -385,12 +395,16 @@ def dst_warnings(expr: CronExpr, zone: tzinfo, start: datetime, days: int = 366)
     wall time falls into a DST gap or repeat of its zone, saying what crond does."""
     if expr.wildcard:
         return []
-    first_day = start.astimezone(zone).date().toordinal() - _ORDINAL_1970
     s = _seconds(start)
-    name = getattr(zone, "key", None) or str(zone)
+    first_day: int | None = None
     found: list[tuple[int, str]] = []
-    for jump in _jumps_between(zone, s - _DAY, s + (days + 2) * _DAY):
+    for jump in _jumps_in(zone, s - _DAY, s + (days + 2) * _DAY):
         lo, hi = sorted((jump.at + jump.before, jump.at + jump.after))
+        if not _may_match(expr, lo, hi):
+            continue  # most jobs: no time of day of theirs is in the gap or repeat
+        if first_day is None:
+            first_day = start.astimezone(zone).date().toordinal() - _ORDINAL_1970
+        name = getattr(zone, "key", None) or str(zone)
         by_day: dict[int, list[int]] = {}
         for w in expr.walls(lo, hi):
             by_day.setdefault(w // _DAY, []).append(w)
@@ -398,6 +412,24 @@ def dst_warnings(expr: CronExpr, zone: tzinfo, start: datetime, days: int = 366)
             if first_day <= day < first_day + days:
                 found.append((walls[0], _warning(jump, walls, name, zone)))
     return [text for _, text in sorted(found)]
+
+
+@functools.lru_cache(maxsize=64)
+def _jumps_in(zone: tzinfo, lo: int, hi: int) -> tuple[_Jump, ...]:
+    """_jumps_between, kept: validate asks it for the same year of every job's zone."""
+    return tuple(_jumps_between(zone, lo, hi))
+
+
+def _may_match(expr: CronExpr, lo: int, hi: int) -> bool:
+    """Whether a time of day of `expr` falls in the wall times [lo, hi): False rules out
+    any matching wall time there without looking at dates."""
+    if hi - lo >= _DAY:
+        return True
+    first, last = lo % _DAY, hi % _DAY
+    i = bisect.bisect_left(expr.times, first)
+    if first < last:
+        return i < len(expr.times) and expr.times[i] < last
+    return i < len(expr.times) or (bool(expr.times) and expr.times[0] < last)  # wraps midnight
 
 
 def _warning(jump: _Jump, walls: list[int], name: str, zone: tzinfo) -> str:

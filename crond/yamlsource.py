@@ -6,11 +6,16 @@ and every value gets a 1-based (line, column) so that config errors can point at
 exact place. Working from events (the C parser's, when libyaml is there) also skips
 PyYAML's node graph and its Python-level resolver, which dominate the time for a file
 of thousands of jobs.
+
+Marks cost more than the data itself (a path tuple and two dict entries for every node),
+and only a file with a problem needs them. So `parse_quick` builds the data without them,
+keeping only the few places asked for, and gives up (returns None) at the first problem
+of any kind; `parse` then reads the file again, locating everything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -24,6 +29,7 @@ _STR = "tag:yaml.org,2002:str"
 # PyYAML's YAML 1.1 implicit resolvers key on a plain scalar's first character: one that
 # starts with any other character is a string, and skips the resolver.
 _MAYBE_TYPED = frozenset("yYnNtTfFoO-+0123456789.<~=")
+_MAYBE_TYPED_OR_EMPTY = _MAYBE_TYPED | {""}  # for `value[:1]`: "" (null) must resolve too
 
 
 class Mark(NamedTuple):
@@ -58,6 +64,9 @@ class Source:
         otherwise the value's (for "bad value").
         """
         first, second = (self.keys, self.values) if key else (self.values, self.keys)
+        found = first.get(path)  # the usual case, first
+        if found is not None:
+            return found
         for i in range(len(path), -1, -1):
             sub = path[:i]
             if sub in first:
@@ -72,13 +81,15 @@ def _mark(event: yaml.Event) -> Mark:
     return Mark(start.line + 1, start.column + 1) if start is not None else Mark(1, 1)
 
 
-class _Builder:
-    def __init__(self, events: Iterator[yaml.Event], source: Source) -> None:
-        self.events = events
-        self.source = source
+class _Scalars:
+    """Typed plain scalars (`5`, `true`, `null`) as PyYAML's SafeLoader reads them."""
+
+    def __init__(self) -> None:
         self.helper = yaml.SafeLoader("")  # its resolver and constructor, for typed scalars
-        self.anchors: dict[str, Any] = {}
         self._resolved: dict[tuple[str, tuple[bool, bool]], str] = {}
+        # Plain untagged scalars that looked typed but resolved to a string (`5m`, `1h`):
+        # a file repeats a few of them thousands of times.
+        self.texts: set[str] = set()
 
     def _resolve(self, value: str, implicit: tuple[bool, bool]) -> str:
         """The implicit tag of a plain scalar; values like `5m` repeat, so it is cached."""
@@ -89,7 +100,7 @@ class _Builder:
             tag = self._resolved[key] = str(resolved)
         return tag
 
-    def scalar(self, event: yaml.ScalarEvent) -> Any:
+    def value(self, event: yaml.ScalarEvent) -> Any:
         value: str = event.value
         tag = event.tag
         if tag in (None, "!", _STR) and (
@@ -99,9 +110,19 @@ class _Builder:
         if tag in (None, "!"):
             tag = self._resolve(value, event.implicit)
         if tag == _STR:
+            if event.tag is None:
+                self.texts.add(value)
             return value
         node = yaml.ScalarNode(tag, value, style=event.style)
         return self.helper.construct_object(node, deep=True)
+
+
+class _Builder:
+    def __init__(self, events: Iterator[yaml.Event], source: Source) -> None:
+        self.events = events
+        self.source = source
+        self.scalar = _Scalars().value
+        self.anchors: dict[str, Any] = {}
 
     def node(self, event: yaml.Event, path: Path) -> Any:
         self.source.values[path] = _mark(event)
@@ -137,12 +158,12 @@ class _Builder:
         for key_event in self.events:
             if isinstance(key_event, yaml.MappingEndEvent):
                 break
-            value_event = next(self.events)
             if not isinstance(key_event, yaml.ScalarEvent):
                 self._problem(key_event, path, "a key must be a plain value")
-                self.node(key_event, (*path, "?"))
-                self.node(value_event, (*path, "?"))
+                self.node(key_event, (*path, "?"))  # a whole list or mapping: before its value
+                self.node(next(self.events), (*path, "?"))
                 continue
+            value_event = next(self.events)
             if key_event.value == "<<" and key_event.implicit[0]:
                 merged = self.node(value_event, (*path, "<<"))
                 merges.extend(merged if isinstance(merged, list) else [merged])
@@ -169,6 +190,126 @@ class _Builder:
 
     def _problem(self, event: yaml.Event, path: Path, message: str) -> None:
         self.source.problems.append(SourceProblem(_mark(event), path, message))
+
+
+class _Unlocated(Exception):  # noqa: N818  (a signal to parse again, not an error)
+    """The quick pass met a problem; `parse` finds and places it."""
+
+
+_ScalarEvent, _AliasEvent = yaml.ScalarEvent, yaml.AliasEvent
+_MappingStart, _MappingEnd = yaml.MappingStartEvent, yaml.MappingEndEvent
+_SequenceStart, _SequenceEnd = yaml.SequenceStartEvent, yaml.SequenceEndEvent
+
+
+class _QuickBuilder:
+    """`_Builder` without marks, for files without problems: the same data, built by one
+    tight loop per mapping (type identity instead of isinstance chains; plain strings,
+    most of a schedules file, taken on the spot). Records the value marks of containers
+    and aliases, and of values under a key in `keep`: with those, `Source.locate` finds a
+    path ending in a kept key exactly as after `parse`.
+    """
+
+    def __init__(self, get_event: Callable[[], Any], keep: frozenset[str]) -> None:
+        self.get = get_event
+        self.keep = keep
+        self.values: dict[Path, Mark] = {}
+        scalars = _Scalars()
+        self.scalar, self.texts = scalars.value, scalars.texts
+        self.anchors: dict[str, Any] = {}
+
+    def node(self, event: Any, path: Path) -> Any:
+        kind = type(event)
+        if kind is _ScalarEvent:
+            value = self.scalar(event)
+        else:
+            self.mark(event, path)
+            if kind is _MappingStart:
+                value = self.mapping(path)
+            elif kind is _SequenceStart:
+                value = self.sequence(path)
+            elif kind is _AliasEvent and event.anchor in self.anchors:
+                return self.anchors[event.anchor]
+            else:
+                raise _Unlocated
+        if event.anchor:
+            self.anchors[event.anchor] = value
+        return value
+
+    def mark(self, event: Any, path: Path) -> None:
+        start = event.start_mark
+        # tuple.__new__: Mark(...) would go through a Python-level __new__
+        self.values[path] = tuple.__new__(Mark, (start.line + 1, start.column + 1))
+
+    # In the two loops below, `plain` is a string as it stands: no tag, no anchor, and
+    # quoted, or starting with a character no YAML 1.1 type starts with, or known to be
+    # text (see `_Scalars.value`). Written out, not a function: it runs for every scalar.
+
+    def sequence(self, path: Path) -> list[Any]:
+        get, texts = self.get, self.texts
+        items: list[Any] = []
+        while True:
+            event = get()
+            if type(event) is _ScalarEvent:
+                text = event.value
+                plain = (
+                    event.tag is None
+                    and event.anchor is None
+                    and (
+                        not event.implicit[0]
+                        or text[:1] not in _MAYBE_TYPED_OR_EMPTY
+                        or text in texts
+                    )
+                )
+                items.append(text if plain else self.node(event, (*path, len(items))))
+            elif type(event) is _SequenceEnd:
+                return items
+            else:
+                items.append(self.node(event, (*path, len(items))))
+
+    def mapping(self, path: Path) -> dict[Any, Any]:
+        get, keep, texts = self.get, self.keep, self.texts
+        result: dict[Any, Any] = {}
+        merges: list[Any] = []
+        while True:
+            event = get()
+            if type(event) is not _ScalarEvent:
+                if type(event) is _MappingEnd:
+                    break
+                raise _Unlocated
+            key = event.value
+            if not (
+                event.tag is None
+                and event.anchor is None
+                and (not event.implicit[0] or key[:1] not in _MAYBE_TYPED_OR_EMPTY or key in texts)
+            ):
+                if key == "<<" and event.implicit[0]:
+                    merged = self.node(get(), (*path, "<<"))
+                    merges.extend(merged if isinstance(merged, list) else [merged])
+                    continue
+                key = self.scalar(event)
+                key = key if isinstance(key, str) else str(key)
+            if key in result:
+                raise _Unlocated
+            event = get()
+            if key in keep:
+                self.mark(event, (*path, key))
+            text = event.value if type(event) is _ScalarEvent else None
+            if (
+                text is not None
+                and event.tag is None
+                and event.anchor is None
+                and (
+                    not event.implicit[0] or text[:1] not in _MAYBE_TYPED_OR_EMPTY or text in texts
+                )
+            ):
+                result[key] = text
+            else:
+                result[key] = self.node(event, (*path, key))
+        for merged in merges:  # `<<`: keys of the mapping itself win over merged ones
+            if isinstance(merged, dict):
+                for key, value in merged.items():
+                    result.setdefault(key, value)
+        return result
 
 
 def parse(text: str) -> Source:
@@ -202,3 +343,24 @@ def _until_document_end(events: Iterator[yaml.Event]) -> Iterator[yaml.Event]:
         if isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):
             return
         yield event
+
+
+def parse_quick(text: str, keep: frozenset[str] = frozenset()) -> Source | None:
+    """The data of `parse(text)`, or None when the file has any problem (a YAML error, a
+    duplicate key, ...): then `parse` locates it. Records only the marks that
+    `Source.locate` needs for paths ending in a key in `keep`."""
+    loader = _Loader(text)
+    try:
+        get: Callable[[], Any] = loader.get_event
+        event = get()
+        while isinstance(event, (yaml.StreamStartEvent, yaml.DocumentStartEvent)):
+            event = get()
+        builder = _QuickBuilder(get, keep)
+        if isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):
+            return Source(data=None)
+        data = builder.node(event, ())
+    except (yaml.YAMLError, _Unlocated):
+        return None
+    finally:
+        loader.dispose()
+    return Source(data=data, values=builder.values)
