@@ -123,6 +123,11 @@ _FIELD_HINTS = {
     "args": "a list of JSON values",
     "kwargs": "a mapping of JSON values",
     "anchor": "an ISO-8601 instant with an offset, e.g. 2026-01-01T00:00:00Z",
+    "retry": "a mapping, e.g. retry: {attempts: 3, delay: 10s}",
+    "env": 'a mapping of names to strings, e.g. env: {LANG: C.UTF-8, DEBUG: "1"}',
+    "jobs": "a mapping of job names to jobs",
+    "defaults": "a mapping of job fields",
+    "daemon": "a mapping, e.g. daemon: {heartbeat: 10s}",
 }
 
 

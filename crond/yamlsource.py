@@ -327,12 +327,24 @@ def parse(text: str) -> Source:
         mark = exc.problem_mark or exc.context_mark
         where = Mark(mark.line + 1, mark.column + 1) if mark else Mark(1, 1)
         what = " ".join(part for part in (exc.context, exc.problem) if part)
-        return Source(data=None, problems=[SourceProblem(where, (), f"YAML syntax error: {what}")])
+        message = f"YAML syntax error: {what}{_syntax_hint(text, where, what)}"
+        return Source(data=None, problems=[SourceProblem(where, (), message)])
     except yaml.YAMLError as exc:
         return Source(data=None, problems=[SourceProblem(Mark(1, 1), (), f"YAML error: {exc}")])
     finally:
         loader.dispose()
     return source
+
+
+def _syntax_hint(text: str, where: Mark, what: str) -> str:
+    """What usually causes the two syntax errors people meet most in a schedules file."""
+    lines = text.splitlines()
+    line = lines[where.line - 1] if 0 < where.line <= len(lines) else ""
+    if "\t" in line[: where.column]:
+        return " (a tab: YAML indents with spaces only)"
+    if "mapping values are not allowed" in what:
+        return ' (a value with ": " in it must be quoted, e.g. command: "echo a: b")'
+    return ""
 
 
 def _until_document_end(events: Iterator[yaml.Event]) -> Iterator[yaml.Event]:

@@ -35,6 +35,28 @@ BAD = [
         "jobs:\n  a: {cron: '* * * * *', command: x\n",
         "s.yaml:3:1: YAML syntax error",
     ),
+    (
+        "yaml_tab_indent",
+        "jobs:\n  a:\n\tevery: 1m\n",
+        "s.yaml:3:1: YAML syntax error: while scanning for the next token found character "
+        "that cannot start any token (a tab: YAML indents with spaces only)",
+    ),
+    (
+        "yaml_unquoted_colon",
+        "jobs:\n  a:\n    every: 1m\n    command: echo a: b\n",
+        "s.yaml:4:20: YAML syntax error: mapping values are not allowed in this context "
+        '(a value with ": " in it must be quoted',
+    ),
+    (
+        "retry_not_a_mapping",
+        "jobs:\n  a:\n    every: 1m\n    command: x\n    retry: 3\n",
+        "s.yaml:5:12: jobs.a.retry: 3 is not a mapping, e.g. retry: {attempts: 3, delay: 10s}",
+    ),
+    (
+        "env_as_list",
+        "jobs:\n  a:\n    every: 1m\n    command: x\n    env: [A=1]\n",
+        "s.yaml:5:10: jobs.a.env: a list is not a mapping of names to strings",
+    ),
     ("empty_file", "", "s.yaml:1:1: the file is empty"),
     ("only_comments", "# nothing\n", "s.yaml:1:1: the file is empty"),
     ("not_a_mapping", "- a\n- b\n", "s.yaml:1:1: the file is a list, not a mapping"),
