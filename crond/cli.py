@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from crond import __version__, config, durations, liveness
+from crond import __version__, config, durations, liveness, ownership
 from crond.clock import SystemClock
 
 if TYPE_CHECKING:
@@ -67,9 +67,17 @@ DURATION = _DurationType()
 INSTANT = _InstantType()
 
 
-def _load_or_exit(path: Path, *, as_json: bool = False) -> config.Config:
+def _load(path: Path, *, check_owner: bool) -> config.Config:
+    refusal = ownership.check_schedules_file(path) if check_owner else None
+    if refusal:  # as root only: what `crond run` would refuse
+        message = refusal.removeprefix(f"{path}: ")
+        raise config.ConfigError([config.Problem(str(path), 0, 0, "", message)])
+    return config.load(path)
+
+
+def _load_or_exit(path: Path, *, as_json: bool = False, check_owner: bool = False) -> config.Config:
     try:
-        return config.load(path)
+        return _load(path, check_owner=check_owner)
     except config.ConfigError as exc:
         if as_json:
             click.echo(
@@ -94,7 +102,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(file: Path, as_json: bool) -> None:
     """Check FILE and print every problem, or `FILE: N jobs OK`."""
-    cfg = _load_or_exit(file, as_json=as_json)
+    cfg = _load_or_exit(file, as_json=as_json, check_owner=True)
     warnings = config.dst_warnings(cfg, SystemClock().now())
     if as_json:
         click.echo(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from crond import __version__
@@ -161,3 +163,16 @@ def test_installed_binary_and_module_entry_point(tmp_path: Path) -> None:
         [sys.executable, "-m", "crond", "--version"], capture_output=True, text=True, check=False
     )
     assert version.stdout.strip() == f"crond, version {__version__}"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the ownership rule applies to root only")
+def test_validate_as_root_refuses_a_file_others_can_write(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("jobs:\n  a: {every: 1m, command: x}\n")
+    f.chmod(0o666)
+    code, _, err = invoke("validate", str(f))
+    assert code == 1
+    assert f"{f}: writable by its group and others (mode 0666)" in err
+    assert "chmod go-w" in err
+    code, _, _ = invoke("next", str(f), "-n", "1")
+    assert code == 0  # a preview is not a deployment
