@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint types pytest bench clean
+.PHONY: run test lint types pytest bench bench-peers clean
 
 # pip's and setuptools' chatter goes to .venv/install.log; it is shown if the install fails.
 $(STAMP): pyproject.toml
@@ -31,8 +31,17 @@ types: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q
 
+# `make bench`: every bench/bench_*.py, under 15 minutes (bench/README.md); with
+# CROND_BENCH_QUICK=1, a short look. `make bench-peers`: installs cron, yacron and
+# APScheduler 3 in throwaway places (bench/peers/install.sh), then runs all with the peers.
 bench: $(STAMP)
-	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+	@start=$$(date +%s); for b in bench/bench_*.py; do echo "== $$b"; \
+	    $(BIN)/python $$b || exit 1; done; \
+	    echo "== make bench: $$(( $$(date +%s) - start )) s"
+
+bench-peers: $(STAMP)
+	PY=$(PY) sh bench/peers/install.sh
+	CROND_BENCH_PEERS=1 $(MAKE) bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,186 @@
+"""Start lag: how long after its slot a job starts, for 1 job and for 200 jobs due together.
+
+    .venv/bin/python bench/bench_lag.py [--quick] [--peers]
+
+The job is `sh -c 'date +%s.%N >> FILE'`; a start is the instant the job wrote, and its
+lag is that instant minus the slot. Figures:
+
+1. one job every minute (`* * * * *`), 3 minute boundaries: its lag at each;
+2. 200 jobs every minute, due together, 3 boundaries: at each, the first, median and
+   last start after the slot;
+3. crond only, for more samples: one job `every: 1s` (40 slots), and 200 jobs
+   `every: 5s` (6 slots); with the spawn-to-write floor (one bare Popen of the job, then
+   its write) and a bare Popen loop of 200 after each slot, for scale.
+
+Targets for crond: lag median < 5 ms and p99 < 20 ms (p99 from the every-second run);
+200 jobs due together all started within 100 ms. With --peers, the minute figures are
+measured for each peer too (cron, yacron, APScheduler 3), with crond/peer ratios.
+Each minute-based run starts right after the previous one and crond's faster runs fill
+the waits: about 6 minutes for crond, 5 more per peer.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import common
+from common import JobDef, NotReadyError, System, row, summary, verdict
+
+
+def minute_figures(system: System, count: int, boundaries: int) -> dict[str, list[float]] | None:
+    """`count` jobs every minute. Per boundary: the first, median and last start's lag
+    (ms), how many did not start and, for more than one job, a bare loop of as many spawns
+    right after; None when the system could not be started."""
+
+    def make(out: Path) -> list[JobDef]:
+        return common.stamp_jobs(count, out, cron="* * * * *")
+
+    with tempfile.TemporaryDirectory(prefix=f"bench-lag-{system.name}-") as tmp:
+        work = Path(tmp)
+        bare = functools.partial(common.bare_loop, work / "bare.txt", count) if count > 1 else None
+        try:
+            rounds = common.slot_rounds(system, make, 60, boundaries, work, baseline=bare)
+        except NotReadyError as exc:
+            common.skipped(system, f"{count} jobs: {exc}")
+            return None
+    figures: dict[str, list[float]] = {"first": [], "median": [], "last": [], "missing": []}
+    figures["bare"] = [r.baseline for r in rounds if r.baseline is not None]
+    for r in rounds:
+        figures["missing"].append(count - len(r.lags))
+        if r.lags:
+            figures["first"].append(r.lags[0])
+            figures["median"].append(statistics.median(r.lags))
+            figures["last"].append(r.lags[-1])
+    return figures
+
+
+def show(
+    label: str, name: str, fig: dict[str, list[float]], keys: Sequence[str], note: str
+) -> None:
+    for key in keys:
+        text = summary(fig[key]) if fig[key] else "no start seen"
+        title = f"{label}, {key}" if len(keys) > 1 else label
+        row(title, name, text, note if key == keys[-1] else "")
+    if any(fig["missing"]):
+        row("", name, f"starts missing at the boundaries: {fig['missing']}")
+
+
+def compare(
+    name: str, fig: dict[str, list[float]], ours: dict[str, list[float]] | None, key: str
+) -> str:
+    """crond's median over the peer's, for `key`."""
+    if not ours or not ours[key] or not fig[key]:
+        return ""
+    r = common.ratio(statistics.median(ours[key]), statistics.median(fig[key]))
+    return f"crond/{name} {r}"
+
+
+def every_second(work: Path, seconds: int) -> tuple[list[float], list[float], list[float]]:
+    """The job's lags, crond's own lag_ms, and the spawn-to-write floor after each slot."""
+
+    def make(out: Path) -> list[JobDef]:
+        return common.stamp_jobs(1, out, every="1s")
+
+    own: list[float] = []
+    floor = functools.partial(common.spawn_to_write, work / "floor.txt")
+    rounds = common.slot_rounds(
+        common.CrondSystem(), make, 1, seconds, work, baseline=floor,
+        on_stop=lambda w: own.extend(common.own_lags(w / "crond.log")),
+    )  # fmt: skip
+    lags = [lag for r in rounds for lag in r.lags]
+    return lags, own, [r.baseline for r in rounds if r.baseline is not None]
+
+
+def together_fast(work: Path, boundaries: int) -> list[common.Round]:
+    def make(out: Path) -> list[JobDef]:
+        return common.stamp_jobs(200, out, every="5s")
+
+    bare = functools.partial(common.bare_loop, work / "bare.txt", 200)
+    return common.slot_rounds(common.CrondSystem(), make, 5, boundaries, work, baseline=bare)
+
+
+def show_every_second(seconds: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-lag-") as tmp:
+        lags, own, floor = every_second(Path(tmp), seconds)
+    p99 = common.pct(lags, 0.99) if lags else float("inf")
+    med = statistics.median(lags) if lags else float("inf")
+    row(
+        "1 job every: 1s",
+        "crond",
+        summary(lags, p99=True),
+        f"target median < 5 ms: {verdict(med < 5)}; p99 < 20 ms: {verdict(p99 < 20)}",
+    )
+    row("  crond's own lag_ms (spawned)", "crond", summary(own, p99=True), "(from job.started)")
+    row("  floor: bare Popen to write", "", summary(floor), "(same run, after each slot)")
+
+
+def show_together_fast(slots: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-lag-") as tmp:
+        rounds = together_fast(Path(tmp), slots)
+    lasts = [r.lags[-1] for r in rounds if r.lags]
+    complete = all(len(r.lags) == 200 for r in rounds)
+    row("200 jobs every: 5s, first start", "crond", summary([r.lags[0] for r in rounds if r.lags]))
+    row(
+        "200 jobs every: 5s, last start",
+        "crond",
+        summary(lasts),
+        f"target all within 100 ms: {verdict(complete and bool(lasts) and max(lasts) < 100)}",
+    )
+    bare = [r.baseline for r in rounds if r.baseline is not None]
+    row("bare Popen loop of 200, last start", "", summary(bare), "(same run, after each slot)")
+    if lasts and bare:
+        ratios = [r.lags[-1] / r.baseline for r in rounds if r.lags and r.baseline]
+        row("last start / bare loop", "crond", f"median {statistics.median(ratios):.2f}x")
+
+
+def main() -> None:
+    args = common.parser(__doc__).parse_args()
+    boundaries = 1 if args.quick else 3
+    fast_slots = 2 if args.quick else 6
+    common.header("start lag (ms after the slot); job: sh -c 'date +%s.%N >> FILE'")
+    ours: dict[str, dict[str, list[float]]] = {}
+    # The crond-only runs fill the waits for the next minute boundary.
+    fast_first = common.until_next_minute(lead=5) > fast_slots * 5 + 8
+    for system in common.systems(common.want_peers(args)):
+        if why := system.missing():
+            common.skipped(system, why)
+            continue
+        crond = system.name == "crond"
+        if crond and fast_first:
+            show_together_fast(fast_slots)
+        one = minute_figures(system, 1, boundaries)
+        if one is None:
+            continue
+        if crond:
+            ours["1"] = one
+            med = statistics.median(one["first"]) if one["first"] else float("inf")
+            note = f"target median < 5 ms: {verdict(med < 5)}"
+        else:
+            note = compare(system.name, one, ours.get("1"), "first")
+        show("1 job every minute", system.name, one, ["first"], note)
+        if crond:
+            show_every_second(15 if args.quick else 40)
+        fig = minute_figures(system, 200, boundaries)
+        if fig is None:
+            continue
+        if crond:
+            ours["200"] = fig
+            ok = bool(fig["last"]) and max(fig["last"]) < 100 and not any(fig["missing"])
+            note = f"target all within 100 ms: {verdict(ok)}"
+        else:
+            note = compare(system.name, fig, ours.get("200"), "last")
+        show("200 jobs every minute", system.name, fig, ["first", "median", "last"], note)
+        if fig["bare"] and fig["last"]:
+            r = statistics.median(a / b for a, b in zip(fig["last"], fig["bare"], strict=False))
+            row("bare Popen loop of 200, last start", system.name, summary(fig["bare"]),
+                f"last start / bare loop: median {r:.2f}x")  # fmt: skip
+        if crond and not fast_first:
+            show_together_fast(fast_slots)
+
+
+if __name__ == "__main__":
+    main()
