@@ -34,7 +34,11 @@ class Notifier:
             return
         try:
             if self._sock is None:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                # Non-blocking: a reader that stops reading (a full socket buffer) must
+                # cost a dropped message, never a stalled scheduling loop.
+                self._sock = socket.socket(
+                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+                )
             self._sock.sendto("\n".join(states).encode(), self._address)
         except OSError:
             self.errors += 1  # systemd gone or socket full: never fatal for scheduling

@@ -174,3 +174,27 @@ def test_no_zombies_as_pid_1(tmp_path: Path, crond: list[Crond]) -> None:
     eventually(lambda: not _zombie_children(inner), 5, "no zombies under crond")
     os.kill(inner, signal.SIGTERM)  # unshare does not pass signals on
     assert d.exited() == 0
+
+
+def test_a_notify_socket_nobody_reads_never_stalls_scheduling(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    address = str(tmp_path / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(address)  # bound, never read: its buffer fills with WATCHDOG=1 pings
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    out = tmp_path / "out"
+    f = tmp_path / "s.yaml"
+    f.write_text(f"jobs:\n  a: {{every: 1s, command: 'echo x >> {out}'}}\n")
+    try:
+        d = Crond([str(f)], env={"NOTIFY_SOCKET": address, "WATCHDOG_USEC": "2000"})
+        crond.append(d)  # a ping every millisecond: the buffer is full at once
+        d.wait_for("daemon.started")
+        eventually(
+            lambda: out.exists() and len(out.read_text().split()) >= 3,
+            10,
+            "three runs with the notify socket full",
+        )
+        assert d.stop() == 0
+    finally:
+        sock.close()
