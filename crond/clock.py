@@ -21,6 +21,13 @@ _OVERRUN = 0.002
 _FINE = 0.001
 
 
+def iso_utc(when: datetime) -> str:
+    """`2026-03-08T07:00:00Z` (microseconds only when there are some): how every event,
+    file and record shows an instant."""
+    spec = "microseconds" if when.microsecond else "seconds"
+    return when.astimezone(UTC).isoformat(timespec=spec).replace("+00:00", "Z")
+
+
 class Clock(Protocol):
     def now(self) -> datetime:
         """The current UTC instant (tz-aware)."""

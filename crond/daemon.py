@@ -24,9 +24,9 @@ from typing import Any
 from structlog.typing import FilteringBoundLogger
 
 from crond import __version__, config, liveness, ownership, reaper, runner
-from crond.clock import Clock, SystemClock
+from crond.clock import Clock, SystemClock, iso_utc
 from crond.config import Config, Job
-from crond.loop import Loop, iso
+from crond.loop import Loop
 from crond.notify import Notifier
 from crond.zones import tzdata_version
 
@@ -107,10 +107,10 @@ class Daemon:
         nxt = self.loop.next_fire()
         payload = {
             "pid": os.getpid(),
-            "updated_at": iso(now),
+            "updated_at": iso_utc(now),
             "jobs": len(self.cfg.jobs),
             "running": self.loop.running_count(),
-            "next_fire": {"job": nxt[0], "at": iso(nxt[1].at)} if nxt else None,
+            "next_fire": {"job": nxt[0], "at": iso_utc(nxt[1].at)} if nxt else None,
             "heartbeat_s": self._heartbeat().total_seconds(),
         }
         try:

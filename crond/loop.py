@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from structlog.typing import FilteringBoundLogger
 
-from crond.clock import Clock
+from crond.clock import Clock, iso_utc
 from crond.config import Job
 from crond.scheduler import Decision, Schedule, make_entry, plan_entry
 from crond.timing import Fire
@@ -35,11 +35,6 @@ class RunHandle(Protocol):
 
 
 Launch = Callable[[Job, datetime], RunHandle]
-
-
-def iso(instant: datetime) -> str:
-    """UTC ISO-8601 with a Z, as every event and file shows instants."""
-    return instant.isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -159,11 +154,13 @@ class Loop:
                 "job.missed",
                 job=job.name,
                 count=m.count,
-                first_slot=iso(m.first_slot),
-                last_slot=iso(m.last_slot),
+                first_slot=iso_utc(m.first_slot),
+                last_slot=iso_utc(m.last_slot),
             )
         if decision.skip:
-            self.log.warning("job.skipped", job=job.name, slot=iso(decision.skip), reason="overlap")
+            self.log.warning(
+                "job.skipped", job=job.name, slot=iso_utc(decision.skip), reason="overlap"
+            )
         if decision.start is None:
             return
         if decision.replace:

@@ -46,14 +46,14 @@ import secrets
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final, Protocol
 
 from structlog.typing import FilteringBoundLogger
 
 from crond.bootstrap import BOOTSTRAP
 from crond.child import Attempt, Outcome, RunResult, owned_pids, which
-from crond.clock import Clock
+from crond.clock import Clock, iso_utc
 from crond.config import Job, Output, Retry
 from crond.output import Budget
 
@@ -62,6 +62,7 @@ __all__ = [
     "Run",
     "RunResult",
     "RunSpec",
+    "iso_utc",
     "new_run_id",
     "owned_pids",
     "spec_for",
@@ -177,12 +178,6 @@ def new_run_id(now: datetime | None = None) -> str:
 _CROCKFORD: Final = bytes.maketrans(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", b"0123456789abcdefghjkmnpqrstvwxyz"
 )
-
-
-def iso_utc(when: datetime) -> str:
-    """`2026-03-08T07:00:00Z` (microseconds only when there are some)."""
-    spec = "microseconds" if when.microsecond else "seconds"
-    return when.astimezone(UTC).isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 class Recorder(Protocol):

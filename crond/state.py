@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crond.clock import iso_utc
+
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
@@ -96,7 +98,7 @@ class AttemptRow:
 
     def as_dict(self) -> dict[str, Any]:
         def iso(when: datetime | None) -> str | None:
-            return None if when is None else when.isoformat().replace("+00:00", "Z")
+            return None if when is None else iso_utc(when)
 
         return {
             "job": self.job,
