@@ -42,6 +42,7 @@ from common import row, summary, verdict
 
 JOBS = 10_000
 TARGETS = {"validate": 1.0, "ready": 1.0, "reload": 1.0, "rss": 80.0}
+_STATE = Path(tempfile.mkdtemp(prefix="bench-load-state-"))
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Sydney"]
 
 # Runs in a child Python: the in-process phases of one load, as JSON on stdout.
@@ -100,6 +101,8 @@ def make_file(path: Path, jobs: int) -> None:
 
 def env_for(tree: str | None) -> dict[str, str]:
     env = dict(os.environ)
+    # The state store on, as by default, in a place of the bench's own.
+    env["STATE_DIRECTORY"] = str(_STATE)
     if tree:
         env["PYTHONPATH"] = tree  # ahead of the editable install's finder
     return env

@@ -203,7 +203,8 @@ class CrondSystem:
         config.write_text(crond_yaml(jobs))
         notify = NotifySocket(work / "notify.sock")
         sink = (work / "crond.log").open("ab")
-        env = {**os.environ, "NOTIFY_SOCKET": str(notify.path)}
+        # The state store on, as by default, in the run's own directory.
+        env = {**os.environ, "NOTIFY_SOCKET": str(notify.path), "STATE_DIRECTORY": str(work)}
         started = time.time()
         proc = subprocess.Popen(
             [CROND, "run", str(config), "--log-format", "json"],

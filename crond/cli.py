@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from crond import __version__, config, durations, liveness, ownership
+from crond import __version__, config, durations, liveness, ownership, state
 from crond.clock import SystemClock
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def main() -> None:
 def validate(file: Path, as_json: bool) -> None:
     """Check FILE and print every problem, or `FILE: N jobs OK`."""
     cfg = _load_or_exit(file, as_json=as_json, check_owner=True)
-    warnings = config.dst_warnings(cfg, SystemClock().now())
+    warnings = config.dst_warnings(cfg, SystemClock().now()) + config.reboot_warnings(cfg)
     if as_json:
         click.echo(
             json.dumps(
@@ -184,6 +184,12 @@ def next_(
     help="How often to rewrite the liveness file (overrides daemon.heartbeat).",
 )
 @click.option(
+    "--state-dir",
+    default=None,
+    metavar="DIR",
+    help="Keep the state store here, or `none` for no store (overrides daemon.state_dir).",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["json", "console"]),
     default=None,
@@ -195,10 +201,11 @@ def next_(
     default="info",
     show_default=True,
 )
-def run(
+def run(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
     file: Path,
     liveness_file: Path | None,
     heartbeat: timedelta | None,
+    state_dir: str | None,
     log_format: logs.LogFormat | None,
     log_level: str,
 ) -> None:
@@ -206,7 +213,7 @@ def run(
     from crond import daemon, logs  # noqa: PLC0415  (see the imports above)
 
     log = logs.configure(log_format, log_level)
-    options = daemon.Options(liveness_file=liveness_file, heartbeat=heartbeat)
+    options = daemon.Options(liveness_file=liveness_file, heartbeat=heartbeat, state_dir=state_dir)
     sys.exit(daemon.run(file, options, log))
 
 
@@ -245,3 +252,92 @@ def health(liveness_file: Path, max_age: timedelta | None) -> None:
     result = liveness.check(liveness_file, SystemClock().now(), max_age)
     click.echo(result.message, err=not result.ok)
     sys.exit(0 if result.ok else 1)
+
+
+_STATE_DIR = click.option(
+    "--state-dir",
+    default=None,
+    metavar="DIR",
+    help="The daemon's state store (default: daemon.state_dir, else the default place).",
+)
+
+
+def _open_reader(cfg: config.Config, flag: str | None) -> tuple[state.Reader | None, str | None]:
+    """The store read-only, or None and why not (said on stderr by the caller)."""
+    directory = state.resolve_dir(flag, cfg.daemon.state_dir)
+    if directory is None:
+        return None, "no state store (state_dir: none): no run history is kept"
+    try:
+        return state.Reader(directory), None
+    except state.StateError as exc:
+        return None, str(exc)
+
+
+@main.command()
+@click.argument("file", type=_FILE)
+@_STATE_DIR
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+def status(file: Path, state_dir: str | None, as_json: bool) -> None:
+    """Each job of FILE: schedule, last run, last success, next fire, running now."""
+    from crond import status as view  # noqa: PLC0415  (see the imports above)
+
+    cfg = _load_or_exit(file)
+    reader, why = _open_reader(cfg, state_dir)
+    summaries: dict[str, state.Summary] = {}
+    alive = False
+    if reader is not None:
+        try:
+            summaries = reader.summaries()
+            info = reader.get_meta("daemon")
+            alive = view.daemon_alive(json.loads(info) if info else None, state.boot_id())
+        except (state.StateError, ValueError) as exc:
+            why = str(exc)
+        finally:
+            reader.close()
+    if why:
+        click.echo(f"crond: {why}", err=True)
+    rows = view.status_rows(cfg.jobs, summaries, SystemClock().now(), alive=alive)
+    click.echo(view.format_status_json(rows) if as_json else view.format_status(rows))
+
+
+@main.command()
+@click.argument("file", type=_FILE)
+@click.argument("job", required=False)
+@_STATE_DIR
+@click.option(
+    "-n",
+    "count",
+    type=click.IntRange(1, 100_000),
+    default=20,
+    show_default=True,
+    help="Attempts to show (the newest).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+def history(file: Path, job: str | None, state_dir: str | None, count: int, as_json: bool) -> None:
+    """Past attempts (of JOB, or of every job), oldest first, with their output tail."""
+    from crond import status as view  # noqa: PLC0415  (see the imports above)
+
+    cfg = _load_or_exit(file)
+    reader, why = _open_reader(cfg, state_dir)
+    if reader is None:
+        click.echo(f"crond: {why}", err=True)
+        sys.exit(1)
+    try:
+        if job is not None and job not in cfg.jobs and reader.last(job) is None:
+            raise click.BadParameter(
+                f"no job named {job} in {file} and no history of it (jobs: {', '.join(cfg.jobs)})",
+                param_hint="JOB",
+            )
+        attempts = reader.recent(job, count)
+    except state.StateError as exc:
+        click.echo(f"crond: {exc}", err=True)
+        sys.exit(1)
+    finally:
+        reader.close()
+    if as_json:
+        if attempts:
+            click.echo(view.format_history_json(attempts))
+    elif attempts:
+        click.echo(view.format_history(attempts))
+    else:
+        click.echo("no attempts recorded yet", err=True)

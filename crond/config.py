@@ -33,11 +33,21 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from crond import timing, yamlsource
-from crond.durations import DurationError, parse_duration
+from crond.durations import DurationError, format_duration, parse_duration
 from crond.problems import ConfigError, Problem, problems_from_validation
 from crond.zones import ZoneError, get_zone
 
-__all__ = ["Config", "ConfigError", "Job", "Output", "Overlap", "Problem", "load", "loads"]
+__all__ = [
+    "Catchup",
+    "Config",
+    "ConfigError",
+    "Job",
+    "Output",
+    "Overlap",
+    "Problem",
+    "load",
+    "loads",
+]
 
 JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 PYTHON_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -106,6 +116,11 @@ class Overlap(StrEnum):
     REPLACE = "replace"
 
 
+class Catchup(StrEnum):
+    NONE = "none"
+    LATEST = "latest"
+
+
 class Output(StrEnum):
     LOG = "log"
     INHERIT = "inherit"
@@ -163,6 +178,9 @@ class JobFields(_Model):
     retry: Retry | None = None
     output: Output | None = None
     enabled: bool | None = None
+    catchup: Catchup | None = None
+    catchup_window: Grace | None = None
+    history: Annotated[int, Field(ge=1, le=100_000)] | None = None
 
     @field_validator("cron")
     @classmethod
@@ -218,6 +236,9 @@ class Job(JobFields):
     retry: Retry = Retry()
     output: Output = Output.LOG
     enabled: bool = True
+    catchup: Catchup = Catchup.NONE
+    catchup_window: Grace = timedelta(days=1)
+    history: Annotated[int, Field(ge=1, le=100_000)] = 100
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -260,15 +281,26 @@ class Job(JobFields):
         """The job's schedule as a Timing (see timing.py)."""
         offset = timing.jitter_offset(self.name, self.jitter)
         if self.cron is not None:
-            return timing.CronTiming(self.cron_expr(), self.zone, offset)
+            expr = self.cron_expr()
+            if expr.reboot:
+                return timing.RebootTiming()
+            return timing.CronTiming(expr, self.zone, offset)
         assert self.every is not None  # guaranteed by _shape
         return timing.IntervalTiming(self.every, self.anchor, offset)
 
     @property
+    def reboot(self) -> bool:
+        """`cron: "@reboot"`: once per host boot, when the daemon starts."""
+        return self.cron is not None and self.cron_expr().reboot
+
+    @property
     def schedule_text(self) -> str:
+        if self.reboot:
+            return "@reboot"
         if self.cron is not None:
-            return f"cron {self.cron} ({self.timezone})"
-        return f"every {self.every}"
+            return f"{self.cron} ({self.timezone or 'UTC'})"
+        assert self.every is not None
+        return f"every {format_duration(self.every)}"
 
 
 def _exactly_one(job: Job, first: str, second: str, what: str) -> None:
@@ -285,6 +317,8 @@ def _field_error(field: str, message: str) -> None:
 
 class Daemon(_Model):
     liveness_file: str | None = None
+    # Unset: the default place (state.default_dir); "none": no state store at all.
+    state_dir: Annotated[str, Field(min_length=1)] | None = None
     heartbeat: Duration = timedelta(seconds=10)
     shutdown_timeout: Duration = timedelta(seconds=30)
 
@@ -505,12 +539,30 @@ def dst_warnings(config: Config, now: datetime) -> list[Problem]:
     found = []
     marks, path = config._cron_marks, config.path  # (private attributes are slow to read)
     for name, job in config.jobs.items():
-        if job.cron is None or not job.enabled:
+        if job.cron is None or not job.enabled or job.reboot:
             continue
         for sentence in timing.dst_warnings(job.cron_expr(), job.zone, now):
             mark = marks.get(name, yamlsource.Mark(0, 0))
             found.append(Problem.at(path, mark, ("jobs", name, "cron"), sentence))
     return found
+
+
+def reboot_warnings(config: Config) -> list[Problem]:
+    """`@reboot` with `state_dir: none`: without a store, every daemon start is a boot."""
+    state_dir = config.daemon.state_dir
+    if state_dir is None or state_dir.strip().lower() != "none":
+        return []
+    return [
+        Problem.at(
+            config.path,
+            config._cron_marks.get(name, yamlsource.Mark(0, 0)),
+            ("jobs", name, "cron"),
+            "@reboot without a state store (daemon.state_dir: none) runs at every daemon "
+            "start, not once per boot",
+        )
+        for name, job in config.jobs.items()
+        if job.enabled and job.reboot
+    ]
 
 
 def json_schema() -> dict[str, Any]:

@@ -70,6 +70,7 @@ class CronExpr:
     weekdays: frozenset[int]  # 0 = Sunday .. 6 = Saturday (7 is folded into 0)
     day_and: bool  # R2: day-of-month or day-of-week starts with "*": a day must match both
     wildcard: bool  # R3: minute or hour starts with "*"
+    reboot: bool = False  # `@reboot`: no wall time at all; the daemon fires it at start
     # Seconds from midnight of the matching wall times, ascending.
     times: tuple[int, ...] = field(init=False, repr=False, compare=False)
     # day -> the first matching day on or after it; filled lazily by next_day(). Small:
@@ -202,13 +203,10 @@ def parse_cron(expr: str) -> CronExpr:
 def _parse_macro(text: str, original: str) -> CronExpr:
     name = text.lower()
     if name == "@reboot":
-        raise CronError(
-            '"@reboot" is not supported yet (it is planned: once per host boot)',
-            field=None,
-            value=original,
-        )
+        empty: frozenset[int] = frozenset()
+        return CronExpr("@reboot", empty, empty, empty, empty, empty, False, False, reboot=True)
     if name not in MACROS:
-        known = " ".join(MACROS)
+        known = " ".join([*MACROS, "@reboot"])
         raise CronError(f'"{text}" is not a known macro ({known})', field=None, value=original)
     return replace(parse_cron(MACROS[name]), source=name)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import resource
 import signal
@@ -23,7 +24,7 @@ from typing import Any
 
 from structlog.typing import FilteringBoundLogger
 
-from crond import __version__, config, liveness, ownership, reaper, runner
+from crond import __version__, config, liveness, ownership, reaper, runner, state
 from crond.clock import Clock, SystemClock, iso_utc
 from crond.config import Config, Job
 from crond.loop import Loop
@@ -50,6 +51,7 @@ class Options:
 
     liveness_file: Path | None = None
     heartbeat: timedelta | None = None
+    state_dir: str | None = None  # a directory, or "none" for no state store
 
 
 class Daemon:
@@ -65,8 +67,17 @@ class Daemon:
         self.specs: dict[str, tuple[Job, runner.RunSpec]] = {}
         # Read once: every job's environment starts here, without what is the daemon's own.
         self.environ = {k: v for k, v in os.environ.items() if k not in _DAEMON_ONLY}
+        self.state_dir = state.resolve_dir(options.state_dir, cfg.daemon.state_dir)
+        self.recorder = state.StoreRecorder(
+            None, log, clock, quiet=self._heartbeat().total_seconds()
+        )
         self.loop = Loop(
-            clock=clock, log=log, launch=self._launch, heartbeat=self._heartbeat(), beat=self._beat
+            clock=clock,
+            log=log,
+            launch=self._launch,
+            heartbeat=self._heartbeat(),
+            beat=self._beat,
+            save_cursors=self.recorder.save_cursors,
         )
         self._signals = 0
         self._reload_wanted = False
@@ -95,12 +106,85 @@ class Daemon:
         if cached is None or cached[0] is not job:
             cached = (job, runner.spec_for(job, self.environ))
             self.specs[job.name] = cached
-        return runner.start_run(cached[1], slot, clock=self.clock, log=self.log)
+        return runner.start_run(
+            cached[1], slot, clock=self.clock, log=self.log, recorder=self.recorder
+        )
+
+    # --- the state store --------------------------------------------------------------
+
+    def _state_label(self) -> str:
+        if self.state_dir is None:
+            return "off"
+        store_ok = self.recorder.store is not None
+        return "ok" if store_ok and not self.recorder.degraded else "degraded"
+
+    def _open_state(self) -> None:
+        """Open the store (again, after a failure or a corrupt file). A store that cannot
+        be opened is logged and scheduling goes on without it, reported as degraded."""
+        if self.state_dir is None:
+            return
+        if self.recorder.store is not None:
+            self.recorder.store.close()
+            self.recorder.store = None
+        try:
+            store = state.Store(self.state_dir)
+            lost = store.close_lost(self.clock.now())
+        except state.StateError as exc:
+            self.recorder.failed(exc, "state.unavailable")
+            return
+        if store.moved_aside is not None:
+            self.log.error(
+                "state.moved_aside", path=str(store.path), moved_to=str(store.moved_aside)
+            )
+        self.recorder.store = store
+        self.recorder.corrupt = False
+        self.recorder.degraded = False
+        self.log.info("state.opened", path=str(store.path))
+        info = {
+            "pid": os.getpid(),
+            "boot_id": state.boot_id(),
+            "started": iso_utc(self.clock.now()),
+        }
+        self.recorder.mark("daemon", json.dumps(info))
+        for row in lost:
+            self.log.warning("job.lost", job=row.job, run_id=row.run_id, slot=iso_utc(row.slot))
+
+    def _resume(self) -> dict[str, datetime]:
+        """The cursors the previous daemon left, or none."""
+        store = self.recorder.store
+        if store is None:
+            return {}
+        try:
+            return store.cursors()
+        except state.StateError as exc:
+            self.recorder.failed(exc)
+            return {}
+
+    def _start_reboot_jobs(self) -> None:
+        """`@reboot` jobs: once per host boot. The store remembers, per job, the boot it
+        last started in; without a store (or a boot id) every daemon start is a boot."""
+        now = self.clock.now()
+        boot = state.boot_id()
+        store = self.recorder.store
+        for job in self.cfg.jobs.values():
+            if not (job.reboot and job.enabled):
+                continue
+            key = f"reboot:{job.name}"
+            if store is not None and boot is not None:
+                try:
+                    if store.get_meta(key) == boot:
+                        continue
+                except state.StateError as exc:
+                    self.recorder.failed(exc)
+                self.recorder.mark(key, boot)
+            self.loop.start_soon(job, now)
 
     # --- heartbeat --------------------------------------------------------------------
 
     def _beat(self, now: datetime) -> None:
         self.notifier.ping()
+        if self.state_dir is not None and (self.recorder.store is None or self.recorder.corrupt):
+            self._open_state()  # once per heartbeat at most: this is called once per heartbeat
         path = self._liveness_path()
         if path is None:
             return
@@ -112,6 +196,7 @@ class Daemon:
             "running": self.loop.running_count(),
             "next_fire": {"job": nxt[0], "at": iso_utc(nxt[1].at)} if nxt else None,
             "heartbeat_s": self._heartbeat().total_seconds(),
+            "state": self._state_label(),
         }
         try:
             liveness.write(path, payload)
@@ -159,6 +244,7 @@ class Daemon:
             diff = self.loop.load(new.jobs)
         self.cfg = new
         self.specs = {name: spec for name, spec in self.specs.items() if name in new.jobs}
+        self.recorder.history = {name: job.history for name, job in new.jobs.items()}
         self.loop.heartbeat = self._heartbeat()
         self.log.info(
             "config.reloaded", added=diff.added, removed=diff.removed, changed=diff.changed
@@ -202,8 +288,11 @@ class Daemon:
                 aio.add_signal_handler(signal.SIGHUP, self._on_hup)
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     aio.add_signal_handler(signum, self._on_stop, signum)
+                self._open_state()
+                self.recorder.history = {name: job.history for name, job in self.cfg.jobs.items()}
                 with config.gc_paused():  # 10,000 entries: ~100,000 objects, see there
-                    self.loop.load(self.cfg.jobs)
+                    self.loop.load(self.cfg.jobs, resume=self._resume())
+                self._start_reboot_jobs()
                 self.log.info(
                     "daemon.started",
                     pid=os.getpid(),
@@ -220,6 +309,8 @@ class Daemon:
             if reap:
                 reap()
             self.notifier.close()
+            if self.recorder.store is not None:
+                self.recorder.store.close()
         self.log.info("daemon.stopped")
         return 0
 

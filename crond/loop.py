@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, iso_utc
-from crond.config import Job
+from crond.config import Catchup, Job
 from crond.scheduler import Decision, Schedule, make_entry, plan_entry
 from crond.timing import Fire
 
@@ -53,13 +53,18 @@ class Loop:
         launch: Launch,
         heartbeat: timedelta,
         beat: Callable[[datetime], None] | None = None,
+        save_cursors: Callable[[list[tuple[str, datetime]]], None] | None = None,
     ) -> None:
         self.clock = clock
         self.log = log
         self.launch = launch
         self.heartbeat = heartbeat
         self.beat = beat
+        # Catch-up jobs' cursors that moved with no run started (the runner records the
+        # others), so that the next daemon does not take those slots for downtime.
+        self.save_cursors = save_cursors
         self.schedule = Schedule()
+        self._soon: list[tuple[Job, datetime]] = []
         self.running: dict[str, list[RunHandle]] = {}
         self._wake = asyncio.Event()
         self.idle = asyncio.Event()  # set while no run is going
@@ -69,9 +74,17 @@ class Loop:
 
     # --- configuration --------------------------------------------------------------
 
-    def load(self, jobs: Mapping[str, Job]) -> ConfigDiff:
+    def load(
+        self, jobs: Mapping[str, Job], resume: Mapping[str, datetime] | None = None
+    ) -> ConfigDiff:
         """Swap in a new set of jobs. Unchanged jobs keep their state; changed jobs keep
-        their cursor (no slot runs twice); running runs are never interrupted."""
+        their cursor (no slot runs twice); running runs are never interrupted.
+
+        `resume`: the cursors a previous daemon left (the state store). A new job's
+        cursor is the later of now and its old one, so no slot runs twice across a
+        restart, not even after the clock went back; a `catchup: latest` job starts from
+        its old cursor instead, so the slots of the downtime fall due at the first wake.
+        """
         now = self.clock.now()
         old = self.schedule.entries
         added = [name for name in jobs if name not in old]
@@ -80,7 +93,11 @@ class Loop:
         for name in removed:
             self.schedule.remove(name)
         for name in added:
-            self.schedule.put(make_entry(jobs[name], now))
+            job, cursor = jobs[name], now
+            before = resume.get(name) if resume else None
+            if before is not None:
+                cursor = before if job.catchup is Catchup.LATEST else max(now, before)
+            self.schedule.put(make_entry(job, cursor))
         for name in changed:
             cursor = max(old[name].cursor, now)
             self.schedule.remove(name)
@@ -105,6 +122,12 @@ class Loop:
                         self.beat(now)
                     next_beat = self.clock.monotonic() + self.heartbeat.total_seconds()
                 await self._sleep(now, next_beat - self.clock.monotonic())
+
+    def start_soon(self, job: Job, slot: datetime) -> None:
+        """Start a run of `job` for `slot` at the next wake, whatever its schedule says
+        (`@reboot` jobs, which have no slot in time)."""
+        self._soon.append((job, slot))
+        self._wake.set()
 
     def stop(self) -> None:
         """Start no new run from now on."""
@@ -142,12 +165,27 @@ class Loop:
             self._wake.clear()
 
     def _tick(self, now: datetime) -> None:
+        soon, self._soon = self._soon, []
+        for job, slot in soon:
+            self._start(job, slot)
+        moved: list[tuple[str, datetime]] = []
         for entry in self.schedule.pop_due(now):
             decision = plan_entry(entry, now, len(self.running.get(entry.name, ())))
             self.schedule.apply(entry, decision)
             self._act(entry.job, decision)
+            if decision.start is None and entry.job.catchup is Catchup.LATEST:
+                moved.append((entry.name, entry.cursor))
+        if moved and self.save_cursors:
+            self.save_cursors(moved)
 
     def _act(self, job: Job, decision: Decision) -> None:
+        if decision.caught_up is not None and decision.start is not None:
+            self.log.warning(
+                "job.caught_up",
+                job=job.name,
+                slot=iso_utc(decision.start),
+                skipped=decision.caught_up,
+            )
         if decision.missed:
             m = decision.missed
             self.log.warning(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from crond.config import Job, Overlap
+from crond.config import Catchup, Job, Overlap
 from crond.timing import Fire, Timing
 
 # Counting missed slots one by one would take seconds after a month's suspend of an
@@ -57,6 +57,7 @@ class Decision:
     skip: datetime | None = None  # the slot not run because a run is still going
     replace: bool = False  # stop the running runs first (overlap: replace)
     missed: Missed | None = None
+    caught_up: int | None = None  # `start` is a catch-up run; this many older slots skipped
 
 
 def _first_after(timing: Timing, instant: datetime) -> Fire | None:
@@ -82,7 +83,9 @@ def _due(timing: Timing, first: Fire, now: datetime) -> tuple[int, datetime, dat
 
 
 def plan_entry(entry: Entry, now: datetime, running: int) -> Decision:
-    """R9 for one entry: the latest due slot starts if within grace; the others are missed."""
+    """R9 for one entry: the latest due slot starts if within grace; the others are missed.
+    With `catchup: latest`, a latest slot later than grace but within `catchup_window`
+    still starts, as a catch-up run (the older slots are skipped, counted, not missed)."""
     fire = entry.next_fire
     if now <= entry.cursor:  # the clock stepped back: nothing is due, the cursor stays
         return Decision(entry.name, entry.cursor, fire)
@@ -91,14 +94,29 @@ def plan_entry(entry: Entry, now: datetime, running: int) -> Decision:
         return Decision(entry.name, now, nxt)
     count, first, latest = _due(entry.timing, fire, now)
     next_fire = _first_after(entry.timing, now)
-    if now - latest > entry.job.grace:
-        return Decision(entry.name, now, next_fire, missed=Missed(count, first, latest))
-    missed = Missed(count - 1, first, _previous(entry.timing, first, latest)) if count > 1 else None
-    overlap = entry.job.overlap
-    if running and overlap is Overlap.SKIP:
+    job = entry.job
+    caught_up = None
+    if now - latest > job.grace:
+        if job.catchup is Catchup.NONE or now - latest > job.catchup_window:
+            return Decision(entry.name, now, next_fire, missed=Missed(count, first, latest))
+        caught_up = count - 1
+    missed = None
+    if count > 1 and caught_up is None:
+        missed = Missed(count - 1, first, _previous(entry.timing, first, latest))
+    if running and job.overlap is Overlap.SKIP:
+        if caught_up:  # the catch-up slot is skipped: every slot of the stretch was missed
+            missed = Missed(count - 1, first, _previous(entry.timing, first, latest))
         return Decision(entry.name, now, next_fire, skip=latest, missed=missed)
-    replace = bool(running) and overlap is Overlap.REPLACE
-    return Decision(entry.name, now, next_fire, start=latest, replace=replace, missed=missed)
+    replace = bool(running) and job.overlap is Overlap.REPLACE
+    return Decision(
+        entry.name,
+        now,
+        next_fire,
+        start=latest,
+        replace=replace,
+        missed=missed,
+        caught_up=caught_up,
+    )
 
 
 def _previous(timing: Timing, first: datetime, latest: datetime) -> datetime:

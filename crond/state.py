@@ -49,6 +49,16 @@ CREATE TABLE IF NOT EXISTS attempts (
 );
 CREATE INDEX IF NOT EXISTS attempts_job ON attempts (job, id);
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (finished) WHERE finished IS NULL;
+-- One row a job, so `crond status` reads 10,000 rows, not a million: the newest attempt's
+-- id, and the last success itself (it may be older than the history kept).
+CREATE TABLE IF NOT EXISTS summary (
+    job TEXT PRIMARY KEY,
+    last_id INTEGER,
+    success_run_id TEXT,
+    success_started REAL,
+    success_finished REAL,
+    success_duration_s REAL
+);
 """
 
 
@@ -62,6 +72,15 @@ def default_dir(environ: dict[str, str] | None = None) -> Path:
         return Path("/var/lib/crond")
     base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "crond"
+
+
+def resolve_dir(flag: str | None, configured: str | None) -> Path | None:
+    """Where the store lives: `--state-dir`, else the file's `daemon.state_dir`, else the
+    default place; None (no store) when the one that decides says `none`."""
+    chosen = flag or configured
+    if chosen is None:
+        return default_dir()
+    return None if chosen.strip().lower() == "none" else Path(chosen).expanduser()
 
 
 def _ts(instant: datetime) -> float:
@@ -120,11 +139,98 @@ _SELECT = (
 )
 
 
+_SUMMARIES = (
+    "SELECT s.job, s.success_run_id, s.success_started, s.success_finished, "
+    "s.success_duration_s, a.id, a.run_id, a.job, a.slot, a.attempt, a.started, a.finished, "
+    "a.outcome, a.exit_code, a.duration_s, a.output "
+    "FROM summary s LEFT JOIN attempts a ON a.id = s.last_id"
+)
+
+
 class StateError(Exception):
     """The store could not do what was asked; the message says why."""
 
 
-class Store:
+@dataclass(frozen=True)
+class Summary:
+    """One job's line in `crond status`: its newest attempt and its last success."""
+
+    job: str
+    last: AttemptRow | None
+    success_run_id: str | None
+    success_started: datetime | None
+    success_finished: datetime | None
+    success_duration_s: float | None
+
+
+class _Reads:
+    """The queries of `crond status` and `crond history` (the daemon never makes them)."""
+
+    _db: sqlite3.Connection
+    path: Path
+
+    def _all(self, query: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return self._db.execute(query, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StateError(f"{self.path}: {exc}") from None
+
+    def last(self, job: str, *, outcome: str | None = None) -> AttemptRow | None:
+        query = _SELECT + " WHERE job = ?"
+        params: tuple[Any, ...] = (job,)
+        if outcome is not None:
+            query += " AND outcome = ?"
+            params += (outcome,)
+        rows = self._all(query + " ORDER BY id DESC LIMIT 1", params)
+        return AttemptRow.from_row(rows[0]) if rows else None
+
+    def recent(self, job: str | None, limit: int) -> list[AttemptRow]:
+        """The newest `limit` attempts (of `job`, or of every job), oldest first."""
+        if job is None:
+            rows = self._all(_SELECT + " ORDER BY id DESC LIMIT ?", (limit,))
+        else:
+            rows = self._all(_SELECT + " WHERE job = ? ORDER BY id DESC LIMIT ?", (job, limit))
+        return [AttemptRow.from_row(r) for r in reversed(rows)]
+
+    def summaries(self) -> dict[str, Summary]:
+        """Every job's summary, in one pass over the summary table (one row a job)."""
+        rows = self._all(_SUMMARIES)
+        return {
+            r[0]: Summary(
+                r[0],
+                None if r[5] is None else AttemptRow.from_row(r[5:]),
+                r[1],
+                _dt(r[2]),
+                _dt(r[3]),
+                r[4],
+            )
+            for r in rows
+        }
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self._all("SELECT value FROM meta WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+
+class Reader(_Reads):
+    """The store opened read-only, for `crond status` and `crond history` while the
+    daemon writes (WAL: readers never block the writer, nor it them)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / DB_NAME
+        if not self.path.exists():
+            raise StateError(f"{self.path}: no such file (has the daemon run with this state_dir?)")
+        try:
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5.0)
+            self._db.execute("SELECT 1 FROM summary LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            raise StateError(f"{self.path}: {exc}") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class Store(_Reads):
     """One SQLite file. Not thread-safe: use it from the event loop's thread."""
 
     def __init__(self, directory: Path, *, history: int = 100) -> None:
@@ -139,6 +245,9 @@ class Store:
     def _open(self) -> sqlite3.Connection:
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise StateError(f"{self.directory}: {exc.strerror or exc}") from None
+        try:
             return self._connect()
         except sqlite3.DatabaseError as exc:
             if not _is_corrupt(exc) or not self.path.exists():
@@ -195,11 +304,15 @@ class Store:
         return {job: datetime.fromtimestamp(c, UTC) for job, c in rows}
 
     def save_cursor(self, job: str, cursor: datetime) -> None:
+        self.save_cursors([(job, cursor)])
+
+    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
+        """Move cursors forward (never back), in one commit."""
         with self._transaction() as db:
-            db.execute(
+            db.executemany(
                 "INSERT INTO cursors VALUES (?, ?) ON CONFLICT(job) DO UPDATE SET "
                 "cursor = max(cursor, excluded.cursor)",
-                (job, _ts(cursor)),
+                [(job, _ts(cursor)) for job, cursor in cursors],
             )
 
     def start(
@@ -225,6 +338,11 @@ class Store:
                 (run_id, job, _ts(slot), attempt, _ts(started)),
             )
             assert row.lastrowid is not None
+            db.execute(
+                "INSERT INTO summary (job, last_id) VALUES (?, ?) "
+                "ON CONFLICT(job) DO UPDATE SET last_id = excluded.last_id",
+                (job, row.lastrowid),
+            )
             return row.lastrowid
 
     def finish(
@@ -237,18 +355,28 @@ class Store:
         exit_code: int | None,
         duration_s: float,
         output: Sequence[str],
+        keep: int | None = None,
     ) -> None:
-        """Close an attempt's row and prune the job's history to `history` rows."""
+        """Close an attempt's row and prune the job's history to `keep` rows (default:
+        the store's `history`)."""
         with self._transaction() as db:
             db.execute(
                 "UPDATE attempts SET finished = ?, outcome = ?, exit_code = ?, "
                 "duration_s = ?, output = ? WHERE id = ?",
                 (_ts(finished), outcome, exit_code, duration_s, json.dumps(list(output)), row_id),
             )
+            if outcome == "success":
+                db.execute(
+                    "UPDATE summary SET success_run_id = "
+                    "(SELECT run_id FROM attempts WHERE id = ?), "
+                    "success_started = (SELECT started FROM attempts WHERE id = ?), "
+                    "success_finished = ?, success_duration_s = ? WHERE job = ?",
+                    (row_id, row_id, _ts(finished), duration_s, job),
+                )
             db.execute(
                 "DELETE FROM attempts WHERE job = ? AND finished IS NOT NULL AND id <= "
                 "(SELECT id FROM attempts WHERE job = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                (job, job, self.history),
+                (job, job, self.history if keep is None else keep),
             )
 
     def close_lost(self, now: datetime) -> list[AttemptRow]:
@@ -261,37 +389,9 @@ class Store:
             )
         return [AttemptRow.from_row(r) for r in rows]
 
-    def get_meta(self, key: str) -> str | None:
-        try:
-            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        except sqlite3.Error as exc:
-            raise StateError(f"{self.path}: {exc}") from None
-        return None if row is None else str(row[0])
-
     def set_meta(self, key: str, value: str) -> None:
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
-
-    # --- reading, for `crond status` and `crond history` ----------------------------
-
-    def last(self, job: str, *, outcome: str | None = None) -> AttemptRow | None:
-        query = _SELECT + " WHERE job = ?"
-        params: tuple[Any, ...] = (job,)
-        if outcome is not None:
-            query += " AND outcome = ?"
-            params += (outcome,)
-        row = self._db.execute(query + " ORDER BY id DESC LIMIT 1", params).fetchone()
-        return None if row is None else AttemptRow.from_row(row)
-
-    def recent(self, job: str | None, limit: int) -> list[AttemptRow]:
-        if job is None:
-            rows = self._db.execute(_SELECT + " ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
-        else:
-            rows = self._db.execute(
-                _SELECT + " WHERE job = ? ORDER BY id DESC LIMIT ?",
-                (job, limit),
-            ).fetchall()
-        return [AttemptRow.from_row(r) for r in reversed(rows)]
 
 
 def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
@@ -310,7 +410,9 @@ def boot_id() -> str | None:
 class StoreRecorder:
     """The runner's Recorder backed by a Store, or by nothing when the store is off or
     broken. A failing store never stops a run: the error is logged at most once per
-    `quiet` seconds, and `degraded` says so (the liveness file reports it)."""
+    `quiet` seconds, and `degraded` says so (the liveness file reports it) until a write
+    succeeds again. A write that finds the file corrupt asks for a reopen (`corrupt`),
+    which the daemon does at its next heartbeat (moving the file aside)."""
 
     def __init__(
         self, store: Store | None, log: FilteringBoundLogger, clock: Clock, quiet: float = 10.0
@@ -320,20 +422,29 @@ class StoreRecorder:
         self.clock = clock
         self.quiet = quiet
         self.degraded = False
+        self.corrupt = False
+        self.history: dict[str, int] = {}  # job -> attempts kept; the store's default else
         self._logged_at: float | None = None
 
-    def failed(self, exc: Exception) -> None:
+    def failed(self, exc: Exception, event: str = "state.write_failed") -> None:
         self.degraded = True
+        if "malformed" in str(exc) or "not a database" in str(exc):
+            self.corrupt = True
         now = self.clock.monotonic()
         if self._logged_at is None or now - self._logged_at >= self.quiet:
             self._logged_at = now
-            self.log.error("state.write_failed", error=str(exc))
+            self.log.error(event, error=str(exc))
+
+    def _ok(self) -> None:
+        if self.degraded:
+            self.degraded = False
+            self.log.info("state.recovered")
 
     def started(self, run: Run, attempt: int) -> object:
         if self.store is None:
             return None
         try:
-            return self.store.start(
+            token = self.store.start(
                 run.job,
                 run_id=run.run_id,
                 slot=run.slot,
@@ -344,6 +455,8 @@ class StoreRecorder:
         except StateError as exc:
             self.failed(exc)
             return None
+        self._ok()
+        return token
 
     def finished(self, token: object, run: Run, result: RunResult, tail: Sequence[str]) -> None:
         if self.store is None or not isinstance(token, int):
@@ -357,6 +470,27 @@ class StoreRecorder:
                 exit_code=result.exit_code,
                 duration_s=result.duration_s,
                 output=tail,
+                keep=self.history.get(run.job),
             )
+        except StateError as exc:
+            self.failed(exc)
+        else:
+            self._ok()
+
+    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
+        """Cursors moved with no run started (slots missed or skipped), so a restart does
+        not take them for downtime."""
+        if self.store is None or not cursors:
+            return
+        try:
+            self.store.save_cursors(cursors)
+        except StateError as exc:
+            self.failed(exc)
+
+    def mark(self, key: str, value: str) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.set_meta(key, value)
         except StateError as exc:
             self.failed(exc)

@@ -387,6 +387,22 @@ class IntervalTiming:
             t = fire.at
 
 
+class RebootTiming:
+    """`@reboot`: no slot in time. The daemon starts the job once per host boot, just
+    after it starts (see daemon.py); for the scheduler it never falls due."""
+
+    reboot = True
+
+    def __repr__(self) -> str:
+        return "RebootTiming()"
+
+    def next_after(self, t: datetime) -> Fire:  # noqa: ARG002  (the Timing protocol)
+        raise StopIteration
+
+    def fires(self, after: datetime) -> Iterator[Fire]:  # noqa: ARG002  (the Timing protocol)
+        return iter(())
+
+
 # --- validation help -------------------------------------------------------------------
 
 

@@ -458,3 +458,38 @@ def test_cli_offers_the_log_levels_logs_knows() -> None:
     from crond import cli, logs  # noqa: PLC0415  (the test is about these two only)
 
     assert cli._LOG_LEVELS == logs.LEVELS
+
+
+def test_catchup_history_and_reboot_fields() -> None:
+    cfg = config.loads(
+        "defaults: {history: 7}\n"
+        "daemon: {state_dir: /srv/crond}\n"
+        "jobs:\n"
+        "  r: {cron: '0 6 * * *', catchup: latest, catchup_window: 2h, command: x}\n"
+        "  b: {cron: '@REBOOT', command: x}\n"
+    )
+    r, b = cfg.jobs["r"], cfg.jobs["b"]
+    assert (r.catchup, r.catchup_window, r.history) == (
+        config.Catchup.LATEST,
+        timedelta(hours=2),
+        7,
+    )
+    assert (b.catchup, b.catchup_window) == (config.Catchup.NONE, timedelta(days=1))
+    assert b.reboot
+    assert not r.reboot
+    assert b.schedule_text == "@reboot"
+    assert cfg.daemon.state_dir == "/srv/crond"
+    assert list(b.make_timing().fires(datetime(2026, 1, 1, tzinfo=UTC))) == []
+    assert config.reboot_warnings(cfg) == []
+
+
+def test_bad_catchup_values_are_located() -> None:
+    with pytest.raises(config.ConfigError) as err:
+        config.loads(
+            "jobs:\n  r:\n    every: 1m\n    catchup: all\n    catchup_window: 0s\n"
+            "    history: 0\n    command: x\n"
+        )
+    text = "\n".join(str(p) for p in err.value.problems)
+    assert "<string>:4:14: jobs.r.catchup:" in text
+    assert "<string>:5:21: jobs.r.catchup_window:" in text
+    assert "<string>:6:14: jobs.r.history:" in text

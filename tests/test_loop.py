@@ -66,6 +66,7 @@ class Harness:
     events: Events
     runs: list[FakeRun]
     finish_at_once: bool = True
+    saved: list[tuple[str, datetime]] = field(default_factory=list)
 
     async def settle(self) -> None:
         """Let the loop and the tasks it started run until the loop sleeps again."""
@@ -99,7 +100,12 @@ def jobs(text: str) -> dict[str, Job]:
 
 @asynccontextmanager
 async def harness(
-    text: str, *, start: datetime = T0, heartbeat: float = 10.0, finish_at_once: bool = True
+    text: str,
+    *,
+    start: datetime = T0,
+    heartbeat: float = 10.0,
+    finish_at_once: bool = True,
+    resume: dict[str, datetime] | None = None,
 ) -> AsyncIterator[Harness]:
     clock = FakeClock(start)
     events = Events()
@@ -114,15 +120,17 @@ async def harness(
         return run
 
     beats: list[datetime] = []
+    saved: list[tuple[str, datetime]] = []
     loop = Loop(
         clock=clock,
         log=cast(FilteringBoundLogger, events),
         launch=launch,
         heartbeat=timedelta(seconds=heartbeat),
         beat=beats.append,
+        save_cursors=saved.extend,
     )
-    h = Harness(clock, loop, events, runs, finish_at_once)
-    loop.load(jobs(text))
+    h = Harness(clock, loop, events, runs, finish_at_once, saved)
+    loop.load(jobs(text), resume=resume)
     task = asyncio.create_task(loop.run())
     try:
         yield h
@@ -245,3 +253,87 @@ async def test_dst_night_fixed_time_job_fires_once(zone: str) -> None:
         await h.run_until(start + timedelta(days=8))
         days = [s.date() for s in h.starts()]
         assert len(days) == len(set(days)) == 8
+
+
+# --- restarts: the cursors a previous daemon left (the state store) ------------------------
+
+CATCHUP = "jobs:\n  r: {cron: '0 6 * * *', catchup: latest, command: x}\n"
+
+
+async def test_a_month_of_downtime_gives_one_catch_up_run() -> None:
+    """Down from March 1st to April 1st 09:00: the daily 06:00 slots of the whole month
+    give one run, of April 1st 06:00, and one job.caught_up saying 30 were skipped."""
+    restart = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
+    async with harness(CATCHUP, start=restart, resume={"r": T0}) as h:
+        await h.run_until(restart + timedelta(hours=1))
+        assert h.starts() == [datetime(2026, 4, 1, 6, 0, tzinfo=UTC)]
+        assert h.events.named("job.caught_up") == [
+            {"job": "r", "slot": "2026-04-01T06:00:00Z", "skipped": 30}
+        ]
+        assert h.events.named("job.missed") == []
+        await h.run_until(restart + timedelta(days=1))
+        assert h.starts()[1:] == [datetime(2026, 4, 2, 6, 0, tzinfo=UTC)]
+
+
+async def test_catch_up_is_bounded_by_its_window() -> None:
+    text = "jobs:\n  r: {cron: '0 6 * * *', catchup: latest, catchup_window: 2h, command: x}\n"
+    restart = datetime(2026, 3, 4, 9, 0, tzinfo=UTC)  # 06:00 was 3 h ago: too old
+    async with harness(text, start=restart, resume={"r": T0}) as h:
+        await h.run_until(restart + timedelta(hours=1))
+        assert h.starts() == []
+        assert h.events.named("job.caught_up") == []
+        (missed,) = h.events.named("job.missed")
+        assert missed["count"] == 3
+        assert h.saved == [("r", restart)]  # so the next restart does not count them again
+
+
+async def test_ten_thousand_missed_interval_slots_give_one_run() -> None:
+    text = "jobs:\n  s: {every: 10s, grace: 1s, catchup: latest, catchup_window: 7d, command: x}\n"
+    restart = T0 + timedelta(days=3, seconds=5)  # 25,921 slots of ten seconds, the last 5 s ago
+    async with harness(text, start=restart, resume={"s": T0}) as h:
+        await h.settle()
+        assert h.starts() == [T0 + timedelta(days=3)]
+        assert h.events.named("job.caught_up") == [
+            {"job": "s", "slot": "2026-03-04T12:00:00Z", "skipped": 25_919}
+        ]
+        assert h.events.named("job.missed") == []
+
+
+async def test_without_catchup_a_restart_starts_from_now() -> None:
+    text = "jobs:\n  r: {cron: '0 6 * * *', command: x}\n"
+    restart = datetime(2026, 3, 4, 6, 0, 30, tzinfo=UTC)  # 30 s after a slot, within grace
+    async with harness(text, start=restart, resume={"r": T0}) as h:
+        await h.run_until(restart + timedelta(hours=1))
+        assert h.starts() == []  # nothing runs for slots before the start (R9)
+        assert h.events.named("job.missed") == []
+
+
+async def test_clock_back_across_a_restart_never_reruns_a_slot() -> None:
+    """The previous daemon ran 06:00 (its cursor says so); this one starts with the clock
+    10 minutes earlier. 06:00 comes again on this clock: it is not run again."""
+    for text in (CATCHUP, "jobs:\n  r: {cron: '0 6 * * *', command: x}\n"):
+        ran = datetime(2026, 3, 2, 6, 0, 1, tzinfo=UTC)
+        async with harness(text, start=ran - timedelta(minutes=10), resume={"r": ran}) as h:
+            await h.run_until(ran + timedelta(hours=1))
+            assert h.starts() == []
+
+
+async def test_a_stall_beyond_grace_is_caught_up_once() -> None:
+    text = "jobs:\n  r: {every: 1m, grace: 10s, catchup: latest, command: x}\n"
+    async with harness(text, heartbeat=3600) as h:
+        await h.run_until(T0 + timedelta(minutes=2))
+        assert len(h.starts()) == 2
+        h.clock.set(T0 + timedelta(minutes=30, seconds=40))  # a suspend: 28 slots late
+        await h.settle()
+        assert h.starts()[-1] == T0 + timedelta(minutes=30)
+        assert h.events.named("job.caught_up") == [
+            {"job": "r", "slot": "2026-03-01T12:30:00Z", "skipped": 27}
+        ]
+
+
+async def test_start_soon_runs_a_job_once_outside_its_schedule() -> None:
+    text = "jobs:\n  b: {cron: '@reboot', command: x}\n"
+    async with harness(text) as h:
+        h.loop.start_soon(jobs(text)["b"], T0)
+        await h.run_until(T0 + timedelta(days=2))
+        assert h.starts() == [T0]  # and never again by schedule

@@ -32,8 +32,10 @@ class Case:
     skip: float | None = None
     missed: tuple[int, float, float] | None = None  # count, first, last
     replace: bool = False
+    caught_up: int | None = None
 
 
+CU = "every: 1m, grace: 5s, catchup: latest, catchup_window: 1h, command: x"
 CASES = [
     Case("nothing_due_yet", "every: 1m, command: x", 0, 30, 0, None),
     Case("slot_due_on_time", "every: 1m, command: x", 0, 60, 0, 60),
@@ -85,6 +87,29 @@ CASES = [
     ),
     Case("disabled_never_starts", "every: 1m, enabled: false, command: x", 0, 60, 0, None),
     Case("cron_minute_boundary", "cron: '* * * * *', command: x", 0, 60.002, 0, 60),
+    Case("catchup_within_grace_is_a_plain_late_start", CU, 0, 62, 0, 60),
+    Case("catchup_beyond_grace_one_run", CU, 0, 30 * 60 + 30, 0, 1800, caught_up=29),
+    Case("catchup_single_slot_beyond_grace", CU, 0, 90, 0, 60, caught_up=0),
+    Case(
+        "catchup_older_than_window_missed",
+        "every: 1h, grace: 5s, catchup: latest, catchup_window: 10m, command: x",
+        0,
+        2 * 3600 + 1200,
+        0,
+        None,
+        missed=(2, 3600, 7200),
+    ),
+    Case("catchup_skipped_for_overlap", CU, 0, 630, 1, None, skip=600, missed=(9, 60, 540)),
+    Case(
+        "catchup_replace",
+        "every: 1m, grace: 5s, catchup: latest, overlap: replace, command: x",
+        0,
+        630,
+        1,
+        600,
+        replace=True,
+        caught_up=9,
+    ),
 ]
 
 
@@ -95,6 +120,7 @@ def test_plan(case: Case) -> None:
     assert decision.start == (at(case.start) if case.start is not None else None)
     assert decision.skip == (at(case.skip) if case.skip is not None else None)
     assert decision.replace is case.replace
+    assert decision.caught_up == case.caught_up
     if case.missed is None:
         assert decision.missed is None
     else:

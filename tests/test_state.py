@@ -162,3 +162,58 @@ def test_a_broken_store_never_stops_a_run(tmp_path: Path) -> None:
     _run(recorder, "echo and again")
     assert recorder.degraded
     assert [e for e, _ in log.events] == ["state.write_failed"]  # once per `quiet` seconds
+
+
+def finish(store: state.Store, row: int, job: str, outcome: str, **kw: Any) -> None:
+    store.finish(
+        row,
+        job=job,
+        finished=T0,
+        outcome=outcome,
+        exit_code=0 if outcome == "success" else 1,
+        duration_s=0.5,
+        output=[],
+        **kw,
+    )
+
+
+def test_summaries_keep_the_last_success_beyond_the_history(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    ok = store.start("a", run_id="ok", slot=T0, attempt=1, started=T0, cursor=T0)
+    finish(store, ok, "a", "success")
+    for i in range(5):
+        row = store.start("a", run_id=f"bad{i}", slot=T0, attempt=1, started=T0, cursor=T0)
+        finish(store, row, "a", "failed", keep=3)
+    running = store.start("b", run_id="b1", slot=T0, attempt=1, started=T0, cursor=T0)
+    summaries = state.Reader(tmp_path).summaries()
+    a = summaries["a"]
+    assert a.last is not None
+    assert (a.last.run_id, a.last.outcome) == ("bad4", "failed")
+    assert (a.success_run_id, a.success_duration_s) == ("ok", 0.5)
+    assert [r.run_id for r in store.recent("a", 100)] == ["bad2", "bad3", "bad4"]  # keep=3
+    b = summaries["b"]
+    assert b.last is not None
+    assert (b.last.run_id, b.last.finished, b.success_run_id) == ("b1", None, None)
+    assert running > 0
+
+
+def test_reader_refuses_a_missing_store_and_never_creates_one(tmp_path: Path) -> None:
+    with pytest.raises(state.StateError, match="no such file"):
+        state.Reader(tmp_path / "nothing")
+    assert not (tmp_path / "nothing").exists()
+
+
+def test_save_cursors_moves_several_in_one_commit(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    store.save_cursors([("a", T0), ("b", T0 + timedelta(seconds=1))])
+    store.save_cursors([("a", T0 - timedelta(days=1))])
+    assert store.cursors() == {"a": T0, "b": T0 + timedelta(seconds=1)}
+
+
+def test_resolve_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATE_DIRECTORY", "/var/lib/crond")
+    assert state.resolve_dir(None, None) == Path("/var/lib/crond")
+    assert state.resolve_dir(None, "/srv/state") == Path("/srv/state")
+    assert state.resolve_dir("/flag", "/srv/state") == Path("/flag")
+    assert state.resolve_dir(None, "none") is None
+    assert state.resolve_dir("none", "/srv/state") is None

@@ -408,7 +408,7 @@ def test_naive_instants_are_refused() -> None:
 
 ACCEPTED = "(crond accepts *, a-b, */n, a-b/n, lists, names)"
 FIVE = "expected 5 fields (minute hour day-of-month month day-of-week)"
-MACROS = "(@hourly @daily @midnight @weekly @monthly @yearly @annually)"
+MACROS = "(@hourly @daily @midnight @weekly @monthly @yearly @annually @reboot)"
 
 
 PARSED = [
@@ -564,12 +564,6 @@ PARSE_ERRORS = [
     ),
     ("0 0 *", None, "0 0 *", f"{FIVE}, got 3"),
     ("", None, "", f"empty cron expression: {FIVE}, got 0"),
-    (
-        "@reboot",
-        None,
-        "@reboot",
-        '"@reboot" is not supported yet (it is planned: once per host boot)',
-    ),
     ("@weekdays", None, "@weekdays", f'"@weekdays" is not a known macro {MACROS}'),
 ]
 

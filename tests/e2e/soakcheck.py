@@ -126,7 +126,11 @@ class Soak:
 
     def run(self) -> list[Check]:
         self._write(0)
-        env = {**os.environ, "CROND_SOAK_MARK": self.marker}
+        env = {
+            **os.environ,
+            "CROND_SOAK_MARK": self.marker,
+            "STATE_DIRECTORY": str(self.work / "state"),  # the store on, as by default
+        }
         self.proc = subprocess.Popen(
             [CROND, "run", str(self.config), "--log-format", "json",
              "--liveness-file", str(self.liveness), "--heartbeat", f"{HEARTBEAT_S * 1000:.0f}ms"],

@@ -1,0 +1,267 @@
+"""The state store with the real binary: kill -9 and restart, catch-up, @reboot, status
+and history while the daemon writes, a corrupt or unavailable store."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+from tests.e2e.harness import Crond, eventually, run_cli
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def start(started: list[Crond], *args: str) -> Crond:
+    daemon = Crond(list(args))
+    started.append(daemon)
+    return daemon
+
+
+def instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def wait_for_phase(period: float, phase: float) -> None:
+    """Block until the wall clock is `phase` seconds into a `period` (interval slots are
+    at multiples of the period since the epoch): the test's own timing, not a guess."""
+    now = time.time()
+    time.sleep((phase - now % period) % period)
+
+
+def status(f: Path, state: Path) -> list[dict[str, object]]:
+    result = run_cli("status", str(f), "--state-dir", str(state), "--json")
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def test_kill_9_then_restart_closes_the_run_as_lost_and_catches_up_once(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    state = tmp_path / "state"
+    f = write(
+        tmp_path / "s.yaml",
+        """\
+        daemon:
+          shutdown_timeout: 1s
+        jobs:
+          long:
+            every: 1s
+            command: sleep 30
+          c:
+            every: 4s
+            grace: 1s
+            catchup: latest
+            command: "true"
+        """,
+    )
+    first = start(crond, str(f), "--state-dir", str(state))
+    c_first = first.wait_for("job.finished", lambda e: e["job"] == "c")
+    long_run = first.wait_for("job.started", lambda e: e["job"] == "long")
+    try:
+        rows = {r["job"]: r for r in status(f, state)}
+        assert rows["long"]["running"] is True
+        last_c = max(instant(e["slot"]) for e in first.named("job.started") if e["job"] == "c")
+        first.proc.kill()  # kill -9: no chance to record anything more
+        first.proc.wait(10)
+        rows = {r["job"]: r for r in status(f, state)}
+        assert rows["long"]["running"] is False  # its daemon is gone
+        assert rows["long"]["last_run"]["finished"] is None  # type: ignore[index]
+
+        # Down for at least one slot of c, restarted 2.2 s into a 4 s period: its latest
+        # slot is then later than its 1 s grace, and within its 1 d window.
+        time.sleep(max(0.0, last_c.timestamp() + 4.5 - time.time()))
+        wait_for_phase(4.0, 2.2)
+        second = start(crond, str(f), "--state-dir", str(state))
+        lost = second.wait_for("job.lost")
+        assert (lost["job"], lost["run_id"], lost["slot"]) == (
+            "long",
+            long_run["run_id"],
+            long_run["slot"],
+        )
+        caught = second.wait_for("job.caught_up", lambda e: e["job"] == "c")
+        assert caught["skipped"] >= 0
+        rerun = second.wait_for("job.started", lambda e: e["job"] == "c")
+        assert rerun["slot"] == caught["slot"]
+        assert instant(rerun["slot"]) > last_c  # no slot of the first daemon ran again
+        second.wait_for(  # and the next run is the next slot, not another catch-up
+            "job.started",
+            lambda e: (
+                e["job"] == "c"
+                and instant(e["slot"]).timestamp() > instant(caught["slot"]).timestamp()
+            ),
+            timeout=10,
+        )
+        assert len(second.named("job.caught_up")) == 1
+        assert second.stop() == 0
+    finally:
+        kill_group(long_run["pid"])
+        for d in crond:
+            for e in d.named("job.started"):
+                if e["pid"]:
+                    kill_group(e["pid"])
+    history = run_cli("history", str(f), "long", "--state-dir", str(state), "--json")
+    outcomes = {
+        json.loads(line)["run_id"]: json.loads(line)["outcome"]
+        for line in history.stdout.splitlines()
+    }
+    assert outcomes[long_run["run_id"]] == "lost"
+    assert c_first["outcome"] == "success"
+
+
+def test_reboot_runs_once_per_boot_id(tmp_path: Path, crond: list[Crond]) -> None:
+    state = tmp_path / "state"
+    f = write(
+        tmp_path / "s.yaml",
+        """\
+        jobs:
+          boot:
+            cron: "@reboot"
+            command: echo booted
+          tick:
+            every: 1s
+            command: "true"
+        """,
+    )
+
+    def one_daemon() -> list[str]:
+        d = start(crond, str(f), "--state-dir", str(state))
+        d.wait_for("job.finished", lambda e: e["job"] == "tick")  # well past start
+        assert d.stop() == 0
+        return [e["job"] for e in d.named("job.started") if e["job"] == "boot"]
+
+    assert one_daemon() == ["boot"]
+    assert one_daemon() == []  # a restart in the same boot: not again
+    db = sqlite3.connect(state / "crond.sqlite3")
+    with db:
+        db.execute("UPDATE meta SET value = 'a-previous-boot' WHERE key = 'reboot:boot'")
+    db.close()
+    assert one_daemon() == ["boot"]  # the host booted since (another boot id)
+    assert one_daemon() == []
+
+
+def test_reboot_without_a_store_runs_at_every_start_and_validate_says_so(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    f = write(
+        tmp_path / "s.yaml",
+        """\
+        daemon:
+          state_dir: none
+        jobs:
+          boot:
+            cron: "@reboot"
+            command: echo booted
+        """,
+    )
+    result = run_cli("validate", str(f))
+    assert result.returncode == 0
+    assert "jobs.boot.cron: @reboot without a state store" in result.stderr
+    for _ in range(2):
+        d = start(crond, str(f))
+        d.wait_for("job.finished", lambda e: e["job"] == "boot")
+        assert d.stop() == 0
+        assert "state.opened" not in d.names()
+
+
+def test_status_and_history_while_many_runs_are_recorded(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    state = tmp_path / "state"
+    jobs = "".join(f"  j{i}:\n    every: 1s\n    command: echo out-{i}\n" for i in range(30))
+    f = write(tmp_path / "s.yaml", "jobs:\n" + jobs)
+    d = start(crond, str(f), "--state-dir", str(state))
+    d.wait_for("job.finished", lambda e: e["job"] == "j29")
+
+    def many_status(_: int) -> int:
+        for _ in range(3):
+            rows = status(f, state)
+            assert [r["job"] for r in rows] == [f"j{i}" for i in range(30)]
+        return 3
+
+    with ThreadPoolExecutor(4) as pool:
+        assert sum(pool.map(many_status, range(4))) == 12
+    assert d.stop() == 0
+    assert "state.write_failed" not in d.names()
+    finished = {e["run_id"]: e for e in d.named("job.finished")}
+    history = run_cli("history", str(f), "j7", "--state-dir", str(state), "-n", "1000", "--json")
+    attempts = [json.loads(line) for line in history.stdout.splitlines()]
+    assert attempts
+    assert {a["run_id"] for a in attempts} == {
+        e["run_id"] for e in finished.values() if e["job"] == "j7"
+    }
+    assert all(a["output"] == ["out-7"] and a["outcome"] == "success" for a in attempts)
+    rows = {r["job"]: r for r in status(f, state)}
+    assert rows["j7"]["last_success"]["run_id"] == attempts[-1]["run_id"]  # type: ignore[index]
+    table = run_cli("history", str(f), "j7", "--state-dir", str(state), "-n", "1")
+    assert table.stdout.splitlines()[-1] == "    | out-7"
+
+
+def test_a_corrupt_store_is_moved_aside_and_scheduling_goes_on(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "crond.sqlite3").write_bytes(b"this is not a database, " * 200)
+    f = write(tmp_path / "s.yaml", "jobs:\n  a: {every: 1s, command: 'true'}\n")
+    live = tmp_path / "live.json"
+    d = start(crond, str(f), "--state-dir", str(state), "--liveness-file", str(live))
+    aside = d.wait_for("state.moved_aside")
+    assert Path(aside["moved_to"]).read_bytes().startswith(b"this is not a database")
+    d.wait_for("job.finished", lambda e: e["job"] == "a")
+    eventually(lambda: json.loads(live.read_text())["state"] == "ok")
+    assert d.stop() == 0
+    assert [r["job"] for r in status(f, state)] == ["a"]
+
+
+def test_an_unavailable_store_degrades_then_recovers(tmp_path: Path, crond: list[Crond]) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the state directory's parent should be")
+    state = blocker / "state"
+    f = write(tmp_path / "s.yaml", "jobs:\n  a: {every: 1s, command: 'true'}\n")
+    live = tmp_path / "live.json"
+    d = start(
+        crond,
+        str(f),
+        "--state-dir",
+        str(state),
+        "--liveness-file",
+        str(live),
+        "--heartbeat",
+        "200ms",
+    )
+    d.wait_for("state.unavailable")
+    d.wait_for("job.finished", lambda e: e["job"] == "a")  # runs go on, unrecorded
+    eventually(lambda: json.loads(live.read_text())["state"] == "degraded")
+    blocker.unlink()  # the disk is back
+    d.wait_for("state.opened")
+    eventually(lambda: json.loads(live.read_text())["state"] == "ok")
+    d.wait_for("job.finished", lambda e: e["job"] == "a")
+    assert d.stop() == 0
+    assert status(f, state)[0]["last_run"] is not None
+
+
+def test_status_without_a_store_shows_next_fires(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", "jobs:\n  a: {cron: '0 6 * * *', command: 'true'}\n")
+    result = run_cli("status", str(f), "--state-dir", str(tmp_path / "never"))
+    assert result.returncode == 0
+    assert "no such file" in result.stderr
+    assert result.stdout.splitlines()[1].split()[:3] == ["a", "0", "6"]
+    off = run_cli("history", str(f), "--state-dir", "none")
+    assert off.returncode == 1
+    assert "no state store" in off.stderr
