@@ -142,7 +142,7 @@ _SELECT = (
 _SUMMARIES = (
     "SELECT s.job, s.success_run_id, s.success_started, s.success_finished, "
     "s.success_duration_s, a.id, a.run_id, a.job, a.slot, a.attempt, a.started, a.finished, "
-    "a.outcome, a.exit_code, a.duration_s, a.output "
+    "a.outcome, a.exit_code, a.duration_s, NULL "  # status shows no output: not parsed
     "FROM summary s LEFT JOIN attempts a ON a.id = s.last_id"
 )
 

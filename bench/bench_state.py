@@ -1,0 +1,161 @@
+"""The state store's cost: recording an attempt, and `crond status` on a big store.
+
+    .venv/bin/python bench/bench_state.py [--quick]
+
+1. Recording: `Store.start` (the cursor and the `started` row, one commit, on the start
+   path before every spawn) and `Store.finish` (after the exit, with pruning), each timed
+   over 2,000 attempts of 100 jobs on a store already holding 100 rows a job, on this
+   machine's disk, WAL mode as the daemon uses it. Beside them, for scale, one bare
+   `posix_spawn` of `/bin/true` in the same run (the spawn the record precedes).
+   Target: start < 1 ms median.
+2. `crond status FILE --json` on a file of 10,000 jobs and a store of 1,000,000 attempt
+   rows (100 a job): whole-process wall time, median of 5 runs; and, as the floor it
+   cannot go under, `crond validate` of the same file in the same run (status loads and
+   checks the file the same way). Target: status < 200 ms. The store's own part (one
+   `Reader.summaries()`) is timed in-process too.
+
+Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import common
+from common import row, summary, verdict
+
+from crond import state
+
+JOBS_SMALL, ATTEMPTS = 100, 2_000
+JOBS_BIG, ROWS_PER_JOB = 10_000, 100
+
+
+def recording(work: Path, attempts: int) -> None:
+    store = state.Store(work / "rec")
+    t0 = datetime.now(UTC)
+    for j in range(JOBS_SMALL):  # a lived-in store: 100 finished rows a job
+        for k in range(100):
+            r = store.start(
+                f"job{j}", run_id=f"pre{j}-{k}", slot=t0, attempt=1, started=t0, cursor=t0
+            )
+            store.finish(r, job=f"job{j}", finished=t0, outcome="success", exit_code=0,
+                         duration_s=0.01, output=["line"] * 20)  # fmt: skip
+    starts, finishes, spawns = [], [], []
+    tail = [f"output line {i} of a job that prints a little" for i in range(20)]
+    for i in range(attempts):
+        job = f"job{i % JOBS_SMALL}"
+        slot = t0 + timedelta(seconds=i)
+        began = time.perf_counter()
+        r = store.start(job, run_id=f"r{i}", slot=slot, attempt=1, started=slot, cursor=slot)
+        starts.append((time.perf_counter() - began) * 1000)
+        began = time.perf_counter()
+        store.finish(r, job=job, finished=slot, outcome="success", exit_code=0,
+                     duration_s=0.01, output=tail)  # fmt: skip
+        finishes.append((time.perf_counter() - began) * 1000)
+        if i % 10 == 0:
+            began = time.perf_counter()
+            pid = os.posix_spawn("/bin/true", ["/bin/true"], {})
+            spawns.append((time.perf_counter() - began) * 1000)
+            os.waitpid(pid, 0)
+    store.close()
+    ok = statistics.median(starts) < 1.0
+    row("record start (before spawn)", "crond", summary(starts, p99=True),
+        f"target < 1 ms median: {verdict(ok)}")  # fmt: skip
+    row("record finish (+ prune)", "crond", summary(finishes, p99=True))
+    share = common.ratio(statistics.median(starts), statistics.median(spawns))
+    row("bare posix_spawn, for scale", "baseline", summary(spawns), f"start/spawn {share}")
+
+
+def big_store(directory: Path, jobs: int, per_job: int) -> None:
+    """`jobs` x `per_job` finished attempts, written directly (the schema is the store's)."""
+    state.Store(directory).close()  # the schema
+    db = sqlite3.connect(directory / state.DB_NAME)
+    db.execute("PRAGMA journal_mode=WAL")
+    now = time.time()
+    rng = random.Random(7)
+
+    def rows():  # type: ignore[no-untyped-def]
+        for k in range(per_job):
+            for j in range(jobs):
+                at = now - (per_job - k) * 3600
+                outcome = "success" if rng.random() < 0.9 else "failed"
+                yield (f"r{j}-{k}", f"far-{j:05d}", at, 1, at, at + 1, outcome,
+                       0 if outcome == "success" else 1, 1.0, '["a line of output"]')  # fmt: skip
+
+    with db:
+        db.executemany(
+            "INSERT INTO attempts (run_id, job, slot, attempt, started, finished, outcome, "
+            "exit_code, duration_s, output) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows(),
+        )
+        db.execute(
+            "INSERT INTO summary (job, last_id) SELECT job, max(id) FROM attempts GROUP BY job"
+        )
+        db.execute(
+            "UPDATE summary SET (success_run_id, success_started, success_finished, "
+            "success_duration_s) = (SELECT run_id, started, finished, duration_s FROM attempts "
+            "WHERE attempts.job = summary.job AND outcome = 'success' ORDER BY id DESC LIMIT 1)"
+        )
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+
+
+def wall(argv: list[str], runs: int) -> list[float]:
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, check=False)
+        times.append(time.perf_counter() - began)
+        if done.returncode != 0:
+            sys.exit(f"{argv} failed: {done.stderr.decode()[-500:]}")
+    return times
+
+
+def status(work: Path, runs: int, per_job: int) -> None:
+    config = work / "jobs.yaml"
+    config.write_text(common.crond_yaml(common.far_jobs(JOBS_BIG, work / "stamps.txt")))
+    directory = work / "big"
+    directory.mkdir()
+    began = time.perf_counter()
+    big_store(directory, JOBS_BIG, per_job)
+    made = time.perf_counter() - began
+    size = (directory / state.DB_NAME).stat().st_size / 1e6
+    print(f"  (store of {JOBS_BIG * per_job:,} rows, {size:.0f} MB, built in {made:.0f} s)")
+    reader = state.Reader(directory)
+    reads = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        assert len(reader.summaries()) == JOBS_BIG
+        reads.append(time.perf_counter() - began)
+    reader.close()
+    row("store read (summaries), in-process", "crond", summary(reads, "s"))
+    argv = [common.CROND, "status", str(config), "--state-dir", str(directory), "--json"]
+    statuses = wall(argv, runs)
+    floor = wall([common.CROND, "validate", str(config)], runs)
+    ok = statistics.median(statuses) < 0.2
+    row("status, 10,000 jobs, whole process", "crond", summary(statuses, "s"),
+        f"target < 200 ms: {verdict(ok)}")  # fmt: skip
+    share = common.ratio(statistics.median(statuses), statistics.median(floor))
+    row("validate, same file (the floor)", "crond", summary(floor, "s"), f"status/validate {share}")
+
+
+def main() -> None:
+    args = common.parser(__doc__).parse_args()
+    common.header("state store: recording cost, crond status on a big store")
+    with tempfile.TemporaryDirectory(prefix="bench-state-") as tmp:
+        work = Path(tmp)
+        recording(work, 400 if args.quick else ATTEMPTS)
+        status(work, 3 if args.quick else 5, 10 if args.quick else ROWS_PER_JOB)
+
+
+if __name__ == "__main__":
+    main()
