@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def big_store(directory: Path, jobs: int, per_job: int) -> None:
     now = time.time()
     rng = random.Random(7)
 
-    def rows():  # type: ignore[no-untyped-def]
+    def rows() -> Iterator[tuple[object, ...]]:
         for k in range(per_job):
             for j in range(jobs):
                 at = now - (per_job - k) * 3600
