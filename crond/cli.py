@@ -12,14 +12,16 @@ from typing import TYPE_CHECKING
 
 import click
 
-from crond import __version__, config, durations, liveness, ownership, state
+from crond import __version__, durations, liveness, ownership, state
 from crond.clock import SystemClock
 
 if TYPE_CHECKING:
-    from crond import logs
+    from crond import config, logs
 
-# The daemon's modules (structlog, the runner, the loop) are imported by the commands that
-# use them: `crond validate` and `crond next` start ~60 ms sooner without them.
+# Modules are imported by the commands that use them: the daemon's (structlog, the
+# runner, the loop) cost `crond validate` ~60 ms, and `config` (pydantic, ~0.2 s) is not
+# needed by `crond status` when the running daemon has loaded the same file, nor by
+# `crond health`.
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")  # == logs.LEVELS (tested)
 
 # At exit the interpreter collects and frees everything the collector tracks: ~0.1 s on
@@ -68,6 +70,8 @@ INSTANT = _InstantType()
 
 
 def _load(path: Path, *, check_owner: bool) -> config.Config:
+    from crond import config  # noqa: PLC0415  (see the imports above)
+
     refusal = ownership.check_schedules_file(path) if check_owner else None
     if refusal:  # as root only: what `crond run` would refuse
         message = refusal.removeprefix(f"{path}: ")
@@ -76,6 +80,8 @@ def _load(path: Path, *, check_owner: bool) -> config.Config:
 
 
 def _load_or_exit(path: Path, *, as_json: bool = False, check_owner: bool = False) -> config.Config:
+    from crond import config  # noqa: PLC0415  (see the imports above)
+
     try:
         return _load(path, check_owner=check_owner)
     except config.ConfigError as exc:
@@ -102,6 +108,8 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(file: Path, as_json: bool) -> None:
     """Check FILE and print every problem, or `FILE: N jobs OK`."""
+    from crond import config  # noqa: PLC0415  (see the imports above)
+
     cfg = _load_or_exit(file, as_json=as_json, check_owner=True)
     warnings = config.dst_warnings(cfg, SystemClock().now()) + config.reboot_warnings(cfg)
     if as_json:
@@ -125,6 +133,8 @@ def validate(file: Path, as_json: bool) -> None:
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of the schedules file (for editors)."""
+    from crond import config  # noqa: PLC0415  (see the imports above)
+
     click.echo(json.dumps(config.json_schema(), indent=2))
 
 
@@ -281,6 +291,10 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     """Each job of FILE: schedule, last run, last success, next fire, running now."""
     from crond import status as view  # noqa: PLC0415  (see the imports above)
 
+    quick = view.quick_rows(file, state_dir, SystemClock().now())
+    if quick is not None:
+        click.echo(view.format_status_json(quick) if as_json else view.format_status(quick))
+        return
     cfg = _load_or_exit(file)
     reader, why = _open_reader(cfg, state_dir)
     summaries: dict[str, state.Summary] = {}

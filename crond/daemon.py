@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import resource
@@ -29,6 +30,7 @@ from crond.clock import Clock, SystemClock, iso_utc
 from crond.config import Config, Job
 from crond.loop import Loop
 from crond.notify import Notifier
+from crond.scheduler import Entry
 from crond.zones import tzdata_version
 
 # systemd's messages to this process: a job must not talk to systemd in crond's name.
@@ -56,10 +58,18 @@ class Options:
 
 class Daemon:
     def __init__(
-        self, path: Path, cfg: Config, options: Options, log: FilteringBoundLogger, clock: Clock
+        self,
+        path: Path,
+        cfg: Config,
+        options: Options,
+        log: FilteringBoundLogger,
+        clock: Clock,
+        *,
+        digest: str | None = None,
     ) -> None:
         self.path = path
         self.cfg = cfg
+        self.digest = digest  # sha256 of the file's bytes, for `crond status`'s quick path
         self.options = options
         self.log = log
         self.clock = clock
@@ -77,7 +87,7 @@ class Daemon:
             launch=self._launch,
             heartbeat=self._heartbeat(),
             beat=self._beat,
-            save_cursors=self.recorder.save_cursors,
+            after_tick=self._after_tick,
         )
         self._signals = 0
         self._reload_wanted = False
@@ -148,6 +158,33 @@ class Daemon:
         self.recorder.mark("daemon", json.dumps(info))
         for row in lost:
             self.log.warning("job.lost", job=row.job, run_id=row.run_id, slot=iso_utc(row.slot))
+
+    def _publish(self) -> None:
+        """The jobs as the daemon now sees them, into the store for `crond status`."""
+        entries = self.loop.schedule.entries
+        rows = []
+        for name, job in self.cfg.jobs.items():
+            fire = entries[name].next_fire if job.enabled else None
+            rows.append(
+                state.ViewRow(
+                    name,
+                    job.enabled,
+                    job.schedule_text,
+                    fire.at if fire else None,
+                    fire.local.isoformat() if fire else None,
+                    fire.note if fire else None,
+                )
+            )
+        self.recorder.publish_view(rows, self.digest)
+
+    def _after_tick(self, due: list[Entry], cursors: list[tuple[str, datetime]]) -> None:
+        moved = [
+            (e.name, e.next_fire.at, e.next_fire.local.isoformat(), e.next_fire.note)
+            if e.next_fire is not None
+            else (e.name, None, None, None)
+            for e in due
+        ]
+        self.recorder.update_view(moved, cursors)
 
     def _resume(self) -> dict[str, datetime]:
         """The cursors the previous daemon left, or none."""
@@ -224,25 +261,27 @@ class Daemon:
             self.notifier.reloading()
             new = await self._read()
             if new is not None and not self._signals:
-                self._swap(new)
+                self._swap(*new)
             self.notifier.ready()
 
-    async def _read(self) -> Config | None:
+    async def _read(self) -> tuple[Config, str | None] | None:
         """The file again, through the same checks as at start; None (logged) if refused."""
         refusal = ownership.check_schedules_file(self.path)
         if refusal:
             self.log.error("config.reload_failed", errors=[refusal])
             return None
         try:
-            return await asyncio.to_thread(config.load, self.path)
+            return await asyncio.to_thread(load_file, self.path)
         except config.ConfigError as exc:
             self.log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
             return None
 
-    def _swap(self, new: Config) -> None:
+    def _swap(self, new: Config, digest: str | None) -> None:
         with config.gc_paused():
             diff = self.loop.load(new.jobs)
         self.cfg = new
+        self.digest = digest
+        self._publish()
         self.specs = {name: spec for name, spec in self.specs.items() if name in new.jobs}
         self.recorder.history = {name: job.history for name, job in new.jobs.items()}
         self.loop.heartbeat = self._heartbeat()
@@ -302,6 +341,7 @@ class Daemon:
                     tzdata=tzdata_version(),
                 )
                 self.notifier.ready(f"{len(self.cfg.jobs)} jobs")
+                self._publish()
                 await self.loop.run()
         finally:
             for signum in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
@@ -324,13 +364,24 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
         log.error("config.load_failed", errors=[refusal])
         return 1
     try:
-        cfg = config.load(path)
+        cfg, digest = load_file(path)
     except config.ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         log.error("config.load_failed", errors=[str(p) for p in exc.problems])
         return 1
-    return asyncio.run(Daemon(path, cfg, options, log, SystemClock()).serve())
+    return asyncio.run(Daemon(path, cfg, options, log, SystemClock(), digest=digest).serve())
+
+
+def load_file(path: Path) -> tuple[Config, str | None]:
+    """`config.load`, and the sha256 of exactly the bytes it validated (None when the
+    file could not be read: then `config.load` raises the located error)."""
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return config.load(path), None
+    return config.loads(text, str(path)), hashlib.sha256(raw).hexdigest()
 
 
 def _raise_fd_limit() -> None:

@@ -18,7 +18,7 @@ from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, iso_utc
 from crond.config import Catchup, Job
-from crond.scheduler import Decision, Schedule, make_entry, plan_entry
+from crond.scheduler import Decision, Entry, Schedule, make_entry, plan_entry
 from crond.timing import Fire
 
 
@@ -53,16 +53,17 @@ class Loop:
         launch: Launch,
         heartbeat: timedelta,
         beat: Callable[[datetime], None] | None = None,
-        save_cursors: Callable[[list[tuple[str, datetime]]], None] | None = None,
+        after_tick: Callable[[list[Entry], list[tuple[str, datetime]]], None] | None = None,
     ) -> None:
         self.clock = clock
         self.log = log
         self.launch = launch
         self.heartbeat = heartbeat
         self.beat = beat
-        # Catch-up jobs' cursors that moved with no run started (the runner records the
-        # others), so that the next daemon does not take those slots for downtime.
-        self.save_cursors = save_cursors
+        # Told after each wake that handled due entries: those entries (their next fires
+        # moved), and the catch-up jobs' cursors that moved with no run started (the
+        # runner records the others), so the next daemon does not take those for downtime.
+        self.after_tick = after_tick
         self.schedule = Schedule()
         self._soon: list[tuple[Job, datetime]] = []
         self.running: dict[str, list[RunHandle]] = {}
@@ -168,15 +169,16 @@ class Loop:
         soon, self._soon = self._soon, []
         for job, slot in soon:
             self._start(job, slot)
+        due = self.schedule.pop_due(now)
         moved: list[tuple[str, datetime]] = []
-        for entry in self.schedule.pop_due(now):
+        for entry in due:
             decision = plan_entry(entry, now, len(self.running.get(entry.name, ())))
             self.schedule.apply(entry, decision)
             self._act(entry.job, decision)
             if decision.start is None and entry.job.catchup is Catchup.LATEST:
                 moved.append((entry.name, entry.cursor))
-        if moved and self.save_cursors:
-            self.save_cursors(moved)
+        if due and self.after_tick:
+            self.after_tick(due, moved)
 
     def _act(self, job: Job, decision: Decision) -> None:
         if decision.caught_up is not None and decision.start is not None:

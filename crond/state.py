@@ -59,6 +59,18 @@ CREATE TABLE IF NOT EXISTS summary (
     success_finished REAL,
     success_duration_s REAL
 );
+-- The running daemon's view of its jobs, for a `crond status` that need not load the
+-- file again: written at each load (with the file's sha256 in meta `view_sha256`), next
+-- fires updated as they move.
+CREATE TABLE IF NOT EXISTS view (
+    job TEXT PRIMARY KEY,
+    pos INTEGER NOT NULL,
+    enabled INTEGER NOT NULL,
+    schedule TEXT NOT NULL,
+    next_at REAL,
+    next_local TEXT,
+    next_note TEXT
+);
 """
 
 
@@ -85,6 +97,10 @@ def resolve_dir(flag: str | None, configured: str | None) -> Path | None:
 
 def _ts(instant: datetime) -> float:
     return instant.timestamp()
+
+
+def _ts_or_none(instant: datetime | None) -> float | None:
+    return None if instant is None else instant.timestamp()
 
 
 def _dt(seconds: float | None) -> datetime | None:
@@ -210,6 +226,25 @@ class _Reads:
     def get_meta(self, key: str) -> str | None:
         rows = self._all("SELECT value FROM meta WHERE key = ?", (key,))
         return str(rows[0][0]) if rows else None
+
+    def view(self) -> list[ViewRow]:
+        """The daemon's jobs in the file's order (see the `view` table)."""
+        rows = self._all(
+            "SELECT job, enabled, schedule, next_at, next_local, next_note FROM view ORDER BY pos"
+        )
+        return [ViewRow(r[0], bool(r[1]), r[2], _dt(r[3]), r[4], r[5]) for r in rows]
+
+
+@dataclass(frozen=True)
+class ViewRow:
+    """One job as the daemon sees it: what `crond status` shows besides the history."""
+
+    job: str
+    enabled: bool
+    schedule: str
+    next_at: datetime | None
+    next_local: str | None  # ISO-8601 in the job's zone
+    next_note: str | None
 
 
 class Reader(_Reads):
@@ -393,6 +428,39 @@ class Store(_Reads):
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
+    def publish_view(self, rows: Sequence[ViewRow], digest: str | None) -> None:
+        """Replace the view with a freshly loaded file's jobs, in one commit. `digest`:
+        the sha256 of the file's bytes (None: unknown, and no status will trust it)."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM view")
+            db.executemany(
+                "INSERT INTO view VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (r.job, i, int(r.enabled), r.schedule, _ts_or_none(r.next_at), r.next_local,
+                     r.next_note)
+                    for i, r in enumerate(rows)
+                ],
+            )  # fmt: skip
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('view_sha256', ?)", (digest or "",))
+
+    def update_view(
+        self,
+        moved: Sequence[tuple[str, datetime | None, str | None, str | None]],
+        cursors: Sequence[tuple[str, datetime]] = (),
+    ) -> None:
+        """Next fires that moved (job, at, local, note), and cursors that moved with no
+        run started, in one commit."""
+        with self._transaction() as db:
+            db.executemany(
+                "UPDATE view SET next_at = ?, next_local = ?, next_note = ? WHERE job = ?",
+                [(_ts_or_none(at), local, note, job) for job, at, local, note in moved],
+            )
+            db.executemany(
+                "INSERT INTO cursors VALUES (?, ?) ON CONFLICT(job) DO UPDATE SET "
+                "cursor = max(cursor, excluded.cursor)",
+                [(job, _ts(cursor)) for job, cursor in cursors],
+            )
+
 
 def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
     text = str(exc).lower()
@@ -477,13 +545,25 @@ class StoreRecorder:
         else:
             self._ok()
 
-    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
-        """Cursors moved with no run started (slots missed or skipped), so a restart does
-        not take them for downtime."""
-        if self.store is None or not cursors:
+    def publish_view(self, rows: Sequence[ViewRow], digest: str | None) -> None:
+        if self.store is None:
             return
         try:
-            self.store.save_cursors(cursors)
+            self.store.publish_view(rows, digest)
+        except StateError as exc:
+            self.failed(exc)
+
+    def update_view(
+        self,
+        moved: Sequence[tuple[str, datetime | None, str | None, str | None]],
+        cursors: Sequence[tuple[str, datetime]],
+    ) -> None:
+        """After a wake: next fires that moved, and cursors that moved with no run started
+        (slots missed or skipped: a restart must not take them for downtime)."""
+        if self.store is None or not (moved or cursors):
+            return
+        try:
+            self.store.update_view(moved, cursors)
         except StateError as exc:
             self.failed(exc)
 

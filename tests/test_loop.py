@@ -127,7 +127,7 @@ async def harness(
         launch=launch,
         heartbeat=timedelta(seconds=heartbeat),
         beat=beats.append,
-        save_cursors=saved.extend,
+        after_tick=lambda _due, cursors: saved.extend(cursors),
     )
     h = Harness(clock, loop, events, runs, finish_at_once, saved)
     loop.load(jobs(text), resume=resume)

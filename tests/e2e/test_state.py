@@ -8,6 +8,8 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -265,3 +267,43 @@ def test_status_without_a_store_shows_next_fires(tmp_path: Path) -> None:
     off = run_cli("history", str(f), "--state-dir", "none")
     assert off.returncode == 1
     assert "no state store" in off.stderr
+
+
+def test_status_reads_the_running_daemons_view_without_loading_the_file(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    """While the daemon runs on exactly these bytes, `crond status` answers from the
+    store alone (no pydantic imported) — and says what loading the file would say."""
+    state = tmp_path / "state"
+    text = f"""\
+        daemon:
+          state_dir: {state}
+        jobs:
+          boot: {{cron: "@reboot", command: echo up}}
+          hourly: {{cron: "0 * * * *", timezone: America/New_York, command: "true"}}
+          paused: {{every: 1m, enabled: false, command: "true"}}
+        """
+    f = write(tmp_path / "s.yaml", text)
+    d = start(crond, str(f))
+    d.wait_for("job.finished", lambda e: e["job"] == "boot")
+    quick = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "crond", "status", str(f), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "pydantic" not in quick.stderr  # the file was not loaded
+    same_jobs = write(tmp_path / "other.yaml", textwrap.dedent(text) + "# other bytes\n")
+    loaded = run_cli("status", str(same_jobs), "--json")  # the same jobs, loaded
+    assert quick.stdout == loaded.stdout
+    rows = [json.loads(line) for line in quick.stdout.splitlines()]
+    assert [r["job"] for r in rows] == ["boot", "hourly", "paused"]
+    assert rows[0]["last_run"]["outcome"] == "success"
+    assert rows[1]["next_fire"]["local"].endswith("-05:00")
+    assert rows[2]["next_fire"] is None
+
+    write(f, text + "  added: {every: 1h, command: 'true'}\n")
+    d.signal(signal.SIGHUP)
+    d.wait_for("config.reloaded")
+    eventually(lambda: "added" in run_cli("status", str(f)).stdout)
+    assert d.stop() == 0
