@@ -162,29 +162,12 @@ class Daemon:
     def _publish(self) -> None:
         """The jobs as the daemon now sees them, into the store for `crond status`."""
         entries = self.loop.schedule.entries
-        rows = []
-        for name, job in self.cfg.jobs.items():
-            fire = entries[name].next_fire if job.enabled else None
-            rows.append(
-                state.ViewRow(
-                    name,
-                    job.enabled,
-                    job.schedule_text,
-                    fire.at if fire else None,
-                    fire.local.isoformat() if fire else None,
-                    fire.note if fire else None,
-                )
-            )
-        self.recorder.publish_view(rows, self.digest)
+        self.recorder.publish_view(
+            [_view_row(entries[name]) for name in self.cfg.jobs], self.digest
+        )
 
     def _after_tick(self, due: list[Entry], cursors: list[tuple[str, datetime]]) -> None:
-        moved = [
-            (e.name, e.next_fire.at, e.next_fire.local.isoformat(), e.next_fire.note)
-            if e.next_fire is not None
-            else (e.name, None, None, None)
-            for e in due
-        ]
-        self.recorder.update_view(moved, cursors)
+        self.recorder.update_view([_view_row(entry) for entry in due], cursors)
 
     def _resume(self) -> dict[str, datetime]:
         """The cursors the previous daemon left, or none."""
@@ -371,6 +354,22 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
         log.error("config.load_failed", errors=[str(p) for p in exc.problems])
         return 1
     return asyncio.run(Daemon(path, cfg, options, log, SystemClock(), digest=digest).serve())
+
+
+def _view_row(entry: Entry) -> state.ViewRow:
+    job = entry.job
+    fire = entry.next_fire if job.enabled else None
+    if fire is None:
+        return state.ViewRow(entry.name, job.enabled, job.schedule_text, None, None, None, None)
+    return state.ViewRow(
+        entry.name,
+        job.enabled,
+        job.schedule_text,
+        fire.at.timestamp(),
+        iso_utc(fire.at),
+        fire.local.isoformat(),
+        fire.note,
+    )
 
 
 def load_file(path: Path) -> tuple[Config, str | None]:

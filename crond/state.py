@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crond.clock import iso_utc
 
@@ -68,6 +68,7 @@ CREATE TABLE IF NOT EXISTS view (
     enabled INTEGER NOT NULL,
     schedule TEXT NOT NULL,
     next_at REAL,
+    next_text TEXT,
     next_local TEXT,
     next_note TEXT
 );
@@ -97,10 +98,6 @@ def resolve_dir(flag: str | None, configured: str | None) -> Path | None:
 
 def _ts(instant: datetime) -> float:
     return instant.timestamp()
-
-
-def _ts_or_none(instant: datetime | None) -> float | None:
-    return None if instant is None else instant.timestamp()
 
 
 def _dt(seconds: float | None) -> datetime | None:
@@ -155,28 +152,46 @@ _SELECT = (
 )
 
 
-_SUMMARIES = (
-    "SELECT s.job, s.success_run_id, s.success_started, s.success_finished, "
-    "s.success_duration_s, a.id, a.run_id, a.job, a.slot, a.attempt, a.started, a.finished, "
-    "a.outcome, a.exit_code, a.duration_s, NULL "  # status shows no output: not parsed
-    "FROM summary s LEFT JOIN attempts a ON a.id = s.last_id"
-)
-
-
 class StateError(Exception):
     """The store could not do what was asked; the message says why."""
 
 
-@dataclass(frozen=True)
-class Summary:
-    """One job's line in `crond status`: its newest attempt and its last success."""
+class Summary(NamedTuple):
+    """One job's line in `crond status`: its newest attempt and its last success, with
+    instants already as ISO-8601 text (SQLite formats 60,000 of them in milliseconds;
+    Python's datetime would take a large part of a second)."""
 
     job: str
-    last: AttemptRow | None
+    run_id: str | None  # the newest attempt; None: never run
+    slot: str | None
+    attempt: int | None
+    started: str | None
+    finished: str | None  # None while it runs (or if its daemon died)
+    outcome: str | None
+    exit_code: int | None
+    duration_s: float | None
     success_run_id: str | None
-    success_started: datetime | None
-    success_finished: datetime | None
+    success_started: str | None
+    success_finished: str | None
     success_duration_s: float | None
+
+
+def _iso_sql(column: str) -> str:
+    """SQL for an epoch-seconds column as UTC ISO-8601 text: `…:05Z` on a whole second,
+    `…:05.123Z` otherwise (milliseconds), NULL for NULL."""
+    return (
+        f"CASE WHEN {column} IS NULL THEN NULL WHEN {column} = CAST({column} AS INTEGER) "
+        f"THEN strftime('%Y-%m-%dT%H:%M:%SZ', {column}, 'unixepoch') "
+        f"ELSE strftime('%Y-%m-%dT%H:%M:%fZ', {column}, 'unixepoch') END"
+    )
+
+
+_SUMMARIES = (
+    f"SELECT s.job, a.run_id, {_iso_sql('a.slot')}, a.attempt, {_iso_sql('a.started')}, "  # noqa: S608  (constant text)
+    f"{_iso_sql('a.finished')}, a.outcome, a.exit_code, a.duration_s, s.success_run_id, "
+    f"{_iso_sql('s.success_started')}, {_iso_sql('s.success_finished')}, s.success_duration_s "
+    "FROM summary s LEFT JOIN attempts a ON a.id = s.last_id"
+)
 
 
 class _Reads:
@@ -210,18 +225,7 @@ class _Reads:
 
     def summaries(self) -> dict[str, Summary]:
         """Every job's summary, in one pass over the summary table (one row a job)."""
-        rows = self._all(_SUMMARIES)
-        return {
-            r[0]: Summary(
-                r[0],
-                None if r[5] is None else AttemptRow.from_row(r[5:]),
-                r[1],
-                _dt(r[2]),
-                _dt(r[3]),
-                r[4],
-            )
-            for r in rows
-        }
+        return {r[0]: Summary(*r) for r in self._all(_SUMMARIES)}
 
     def get_meta(self, key: str) -> str | None:
         rows = self._all("SELECT value FROM meta WHERE key = ?", (key,))
@@ -230,9 +234,10 @@ class _Reads:
     def view(self) -> list[ViewRow]:
         """The daemon's jobs in the file's order (see the `view` table)."""
         rows = self._all(
-            "SELECT job, enabled, schedule, next_at, next_local, next_note FROM view ORDER BY pos"
+            "SELECT job, enabled, schedule, next_at, next_text, next_local, next_note "
+            "FROM view ORDER BY pos"
         )
-        return [ViewRow(r[0], bool(r[1]), r[2], _dt(r[3]), r[4], r[5]) for r in rows]
+        return [ViewRow(r[0], bool(r[1]), r[2], r[3], r[4], r[5], r[6]) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -242,7 +247,8 @@ class ViewRow:
     job: str
     enabled: bool
     schedule: str
-    next_at: datetime | None
+    next_at: float | None  # epoch seconds
+    next_text: str | None  # the same, as `clock.iso_utc` writes it
     next_local: str | None  # ISO-8601 in the job's zone
     next_note: str | None
 
@@ -307,7 +313,9 @@ class Store(_Reads):
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            db.execute("PRAGMA quick_check").fetchone()
+            # No `PRAGMA quick_check`: it reads every page (~0.6 s for a million rows) at
+            # every start. A file that is not a database fails above; damage deeper in
+            # fails the write that meets it, and the daemon then reopens (moving it aside).
         except sqlite3.DatabaseError:
             db.close()
             raise
@@ -434,9 +442,9 @@ class Store(_Reads):
         with self._transaction() as db:
             db.execute("DELETE FROM view")
             db.executemany(
-                "INSERT INTO view VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO view VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (r.job, i, int(r.enabled), r.schedule, _ts_or_none(r.next_at), r.next_local,
+                    (r.job, i, int(r.enabled), r.schedule, r.next_at, r.next_text, r.next_local,
                      r.next_note)
                     for i, r in enumerate(rows)
                 ],
@@ -445,15 +453,16 @@ class Store(_Reads):
 
     def update_view(
         self,
-        moved: Sequence[tuple[str, datetime | None, str | None, str | None]],
+        moved: Sequence[ViewRow],
         cursors: Sequence[tuple[str, datetime]] = (),
     ) -> None:
-        """Next fires that moved (job, at, local, note), and cursors that moved with no
-        run started, in one commit."""
+        """Next fires that moved, and cursors that moved with no run started, in one
+        commit."""
         with self._transaction() as db:
             db.executemany(
-                "UPDATE view SET next_at = ?, next_local = ?, next_note = ? WHERE job = ?",
-                [(_ts_or_none(at), local, note, job) for job, at, local, note in moved],
+                "UPDATE view SET next_at = ?, next_text = ?, next_local = ?, next_note = ? "
+                "WHERE job = ?",
+                [(r.next_at, r.next_text, r.next_local, r.next_note, r.job) for r in moved],
             )
             db.executemany(
                 "INSERT INTO cursors VALUES (?, ?) ON CONFLICT(job) DO UPDATE SET "
@@ -554,9 +563,7 @@ class StoreRecorder:
             self.failed(exc)
 
     def update_view(
-        self,
-        moved: Sequence[tuple[str, datetime | None, str | None, str | None]],
-        cursors: Sequence[tuple[str, datetime]],
+        self, moved: Sequence[ViewRow], cursors: Sequence[tuple[str, datetime]]
     ) -> None:
         """After a wake: next fires that moved, and cursors that moved with no run started
         (slots missed or skipped: a restart must not take them for downtime)."""

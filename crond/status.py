@@ -13,14 +13,13 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crond import state
 from crond.clock import iso_utc
 from crond.state import AttemptRow, Summary
-from crond.timing import Fire
 
 if TYPE_CHECKING:
     from crond.config import Job  # not at run time: pydantic is slow to import
@@ -28,57 +27,50 @@ if TYPE_CHECKING:
 __all__ = ["StatusRow", "daemon_alive", "format_history", "format_status", "status_rows"]
 
 
+class NextFire(NamedTuple):
+    at: str  # UTC, as `clock.iso_utc` writes it
+    local: str  # ISO-8601 in the job's zone
+    note: str | None
+
+
 @dataclass(frozen=True)
 class StatusRow:
     job: str
     enabled: bool
     schedule: str
-    last: AttemptRow | None
-    success: Summary | None
-    next_fire: Fire | None
+    summary: Summary | None  # None: no attempt recorded
+    next_fire: NextFire | None
     running: bool
 
     def as_dict(self) -> dict[str, Any]:
-        last = self.last
-        success = self.success
-        has_success = success is not None and success.success_finished is not None
+        s = self.summary
         return {
             "job": self.job,
             "enabled": self.enabled,
             "schedule": self.schedule,
             "last_run": None
-            if last is None
+            if s is None or s.run_id is None
             else {
-                "run_id": last.run_id,
-                "slot": iso_utc(last.slot),
-                "attempt": last.attempt,
-                "started": iso_utc(last.started),
-                "finished": None if last.finished is None else iso_utc(last.finished),
-                "outcome": last.outcome,
-                "exit_code": last.exit_code,
-                "duration_s": last.duration_s,
+                "run_id": s.run_id,
+                "slot": s.slot,
+                "attempt": s.attempt,
+                "started": s.started,
+                "finished": s.finished,
+                "outcome": s.outcome,
+                "exit_code": s.exit_code,
+                "duration_s": s.duration_s,
             },
-            "last_success": {
-                "run_id": success.success_run_id,
-                "started": _iso(success.success_started),
-                "finished": _iso(success.success_finished),
-                "duration_s": success.success_duration_s,
-            }
-            if success is not None and has_success
-            else None,
-            "next_fire": None
-            if self.next_fire is None
+            "last_success": None
+            if s is None or s.success_finished is None
             else {
-                "at": iso_utc(self.next_fire.at),
-                "local": self.next_fire.local.isoformat(),
-                "note": self.next_fire.note,
+                "run_id": s.success_run_id,
+                "started": s.success_started,
+                "finished": s.success_finished,
+                "duration_s": s.success_duration_s,
             },
+            "next_fire": None if self.next_fire is None else self.next_fire._asdict(),
             "running": self.running,
         }
-
-
-def _iso(when: datetime | None) -> str | None:
-    return None if when is None else iso_utc(when)
 
 
 def daemon_alive(info: Mapping[str, Any] | None, boot: str | None) -> bool:
@@ -104,22 +96,26 @@ def status_rows(
     *,
     alive: bool,
 ) -> list[StatusRow]:
-    """One row a job of the file, in the file's order."""
+    """One row a job of the file, in the file's order, next fires computed from `now`."""
     rows = []
     for name, job in jobs.items():
         summary = summaries.get(name)
-        last = summary.last if summary else None
-        fire = None
+        nxt = None
         if job.enabled:
             with contextlib.suppress(StopIteration):
                 fire = job.make_timing().next_after(now)
-        running = alive and last is not None and last.finished is None
-        rows.append(StatusRow(name, job.enabled, job.schedule_text, last, summary, fire, running))
+                nxt = NextFire(iso_utc(fire.at), fire.local.isoformat(), fire.note)
+        running = alive and _open(summary)
+        rows.append(StatusRow(name, job.enabled, job.schedule_text, summary, nxt, running))
     return rows
 
 
+def _open(summary: Summary | None) -> bool:
+    return summary is not None and summary.run_id is not None and summary.finished is None
+
+
 # A due slot is handled, and its next fire written, within milliseconds of the slot.
-_STALE = timedelta(seconds=5)
+_STALE_S = 5.0
 
 
 def quick_rows(path: Path, flag: str | None, now: datetime) -> list[StatusRow] | None:
@@ -146,16 +142,15 @@ def quick_rows(path: Path, flag: str | None, now: datetime) -> list[StatusRow] |
         return None
     view, summaries = found
     rows = []
+    oldest = now.timestamp() - _STALE_S
     for v in view:
-        if v.next_at is not None and now - v.next_at > _STALE:
+        if v.next_at is not None and v.next_at < oldest:
             return None  # the daemon is behind (stopped, stalled): ask the file instead
+        nxt = None
+        if v.next_text is not None and v.next_local is not None:
+            nxt = NextFire(v.next_text, v.next_local, v.next_note)
         summary = summaries.get(v.job)
-        last = summary.last if summary else None
-        fire = None
-        if v.next_at is not None and v.next_local is not None:
-            fire = Fire(v.next_at, datetime.fromisoformat(v.next_local), v.next_note)
-        running = last is not None and last.finished is None
-        rows.append(StatusRow(v.job, v.enabled, v.schedule, last, summary, fire, running))
+        rows.append(StatusRow(v.job, v.enabled, v.schedule, summary, nxt, _open(summary)))
     return rows
 
 
@@ -198,9 +193,12 @@ def _state_dir_hint(raw: bytes) -> str | None:
     return None
 
 
-def _when(when: datetime | None) -> str:
-    """To the second: a table is for reading (--json has the microseconds)."""
-    return "-" if when is None else iso_utc(when.replace(microsecond=0))
+def _when(when: datetime | str | None) -> str:
+    """To the second: a table is for reading (--json has the milliseconds)."""
+    if when is None:
+        return "-"
+    text = when if isinstance(when, str) else iso_utc(when)
+    return text[:19] + "Z"
 
 
 def _seconds(value: float | None) -> str:
@@ -224,14 +222,13 @@ def format_status(rows: Sequence[StatusRow]) -> str:
     header = ("JOB", "SCHEDULE", "LAST RUN", "OUTCOME", "DURATION", "LAST SUCCESS", "NEXT FIRE")
     lines = []
     for row in rows:
-        last = row.last
+        s = row.summary
         if row.running:
             outcome = "running"
-        elif last is not None and last.finished is None:
+        elif _open(s):
             outcome = "lost?"  # open, and the daemon that ran it is gone
         else:
-            outcome = "-" if last is None or last.outcome is None else last.outcome
-        success = row.success.success_finished if row.success else None
+            outcome = "-" if s is None or s.outcome is None else s.outcome
         if not row.enabled:
             nxt = "disabled"
         elif row.next_fire is None:
@@ -244,10 +241,10 @@ def format_status(rows: Sequence[StatusRow]) -> str:
             (
                 row.job,
                 row.schedule,
-                _when(last.started if last else None),
+                _when(s.started if s else None),
                 outcome,
-                _seconds(last.duration_s if last else None),
-                _when(success),
+                _seconds(s.duration_s if s else None),
+                _when(s.success_finished if s else None),
                 nxt,
             )
         )

@@ -187,14 +187,26 @@ def test_summaries_keep_the_last_success_beyond_the_history(tmp_path: Path) -> N
     running = store.start("b", run_id="b1", slot=T0, attempt=1, started=T0, cursor=T0)
     summaries = state.Reader(tmp_path).summaries()
     a = summaries["a"]
-    assert a.last is not None
-    assert (a.last.run_id, a.last.outcome) == ("bad4", "failed")
+    assert (a.run_id, a.outcome, a.exit_code) == ("bad4", "failed", 1)
     assert (a.success_run_id, a.success_duration_s) == ("ok", 0.5)
+    assert (a.slot, a.success_started) == ("2026-03-01T12:00:00Z", "2026-03-01T12:00:00Z")
     assert [r.run_id for r in store.recent("a", 100)] == ["bad2", "bad3", "bad4"]  # keep=3
     b = summaries["b"]
-    assert b.last is not None
-    assert (b.last.run_id, b.last.finished, b.success_run_id) == ("b1", None, None)
+    assert (b.run_id, b.finished, b.success_run_id) == ("b1", None, None)
     assert running > 0
+
+
+def test_summary_instants_are_iso_text_to_the_millisecond(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    started = T0 + timedelta(microseconds=1_234_567)
+    row = store.start("a", run_id="r", slot=T0, attempt=1, started=started, cursor=T0)
+    finish(store, row, "a", "success")
+    a = state.Reader(tmp_path).summaries()["a"]
+    assert (a.slot, a.started, a.finished) == (
+        "2026-03-01T12:00:00Z",
+        "2026-03-01T12:00:01.235Z",  # rounded to the nearest millisecond
+        "2026-03-01T12:00:00Z",
+    )
 
 
 def test_reader_refuses_a_missing_store_and_never_creates_one(tmp_path: Path) -> None:
