@@ -34,7 +34,7 @@ def invoke(*args: str) -> tuple[int, str, str]:
 def test_validate_ok() -> None:
     code, out, _ = invoke("validate", str(ROOT / "schedules.example.yaml"))
     assert code == 0
-    assert out.strip() == f"{ROOT / 'schedules.example.yaml'}: 6 jobs OK"
+    assert out.strip() == f"{ROOT / 'schedules.example.yaml'}: 7 jobs OK"
 
 
 def test_validate_reports_every_error_on_stderr(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_validate_json(tmp_path: Path) -> None:
     code, out, _ = invoke("validate", str(ROOT / "schedules.example.yaml"), "--json")
     assert code == 0
     good = json.loads(out)
-    assert (good["ok"], good["jobs"], good["errors"]) == (True, 6, [])
+    assert (good["ok"], good["jobs"], good["errors"]) == (True, 7, [])
 
 
 def test_validate_warns_about_dst_without_failing(tmp_path: Path) -> None:
