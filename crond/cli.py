@@ -274,11 +274,8 @@ _STATE_DIR = click.option(
 
 def _open_reader(cfg: config.Config, flag: str | None) -> tuple[state.Reader | None, str | None]:
     """The store read-only, or None and why not (said on stderr by the caller)."""
-    directory = state.resolve_dir(flag, cfg.daemon.state_dir)
-    if directory is None:
-        return None, "no state store (state_dir: none): no run history is kept"
     try:
-        return state.Reader(directory), None
+        return state.open_reader(flag, cfg.daemon.state_dir), None
     except state.StateError as exc:
         return None, str(exc)
 

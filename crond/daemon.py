@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -94,6 +95,7 @@ class Daemon:
         self._reloading: asyncio.Task[None] | None = None
         self._liveness_failed = False
         self._tasks: asyncio.TaskGroup | None = None
+        self._store_opened = False  # the store has been opened once (lost runs closed)
 
     # --- settings -------------------------------------------------------------------
 
@@ -133,15 +135,19 @@ class Daemon:
         be opened is logged and scheduling goes on without it, reported as degraded."""
         if self.state_dir is None:
             return
+        aside = self.recorder.corrupt  # a write met damage: keep the file, start afresh
         if self.recorder.store is not None:
             self.recorder.store.close()
             self.recorder.store = None
         try:
-            store = state.Store(self.state_dir)
-            lost = store.close_lost(self.clock.now())
+            store = state.Store(self.state_dir, aside=aside)
+            # Runs a dead daemon left open. Only at the first open: at a later one, the
+            # open rows may be this daemon's own runs (and a moved-aside store has none).
+            lost = [] if self._store_opened else store.close_lost(self.clock.now())
         except state.StateError as exc:
             self.recorder.failed(exc, "state.unavailable")
             return
+        self._store_opened = True
         if store.moved_aside is not None:
             self.log.error(
                 "state.moved_aside", path=str(store.path), moved_to=str(store.moved_aside)
@@ -158,6 +164,8 @@ class Daemon:
         self.recorder.mark("daemon", json.dumps(info))
         for row in lost:
             self.log.warning("job.lost", job=row.job, run_id=row.run_id, slot=iso_utc(row.slot))
+        if self.loop.schedule.entries:  # a reopen while serving: the view is gone or old
+            self._publish()
 
     def _publish(self) -> None:
         """The jobs as the daemon now sees them, into the store for `crond status`."""
@@ -190,14 +198,15 @@ class Daemon:
             if not (job.reboot and job.enabled):
                 continue
             key = f"reboot:{job.name}"
+            mark = None
             if store is not None and boot is not None:
                 try:
                     if store.get_meta(key) == boot:
                         continue
                 except state.StateError as exc:
                     self.recorder.failed(exc)
-                self.recorder.mark(key, boot)
-            self.loop.start_soon(job, now)
+                mark = functools.partial(self.recorder.mark, key, boot)
+            self.loop.start_soon(job, now, before=mark)
 
     # --- heartbeat --------------------------------------------------------------------
 
@@ -205,6 +214,11 @@ class Daemon:
         self.notifier.ping()
         if self.state_dir is not None and (self.recorder.store is None or self.recorder.corrupt):
             self._open_state()  # once per heartbeat at most: this is called once per heartbeat
+        elif self.recorder.store is not None:
+            try:
+                self.recorder.store.checkpoint()
+            except state.StateError as exc:
+                self.recorder.failed(exc)
         path = self._liveness_path()
         if path is None:
             return
@@ -268,6 +282,7 @@ class Daemon:
         self.specs = {name: spec for name, spec in self.specs.items() if name in new.jobs}
         self.recorder.history = {name: job.history for name, job in new.jobs.items()}
         self.loop.heartbeat = self._heartbeat()
+        self.recorder.quiet = self.loop.heartbeat.total_seconds()
         self.log.info(
             "config.reloaded", added=diff.added, removed=diff.removed, changed=diff.changed
         )

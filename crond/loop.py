@@ -21,6 +21,8 @@ from crond.config import Catchup, Job
 from crond.scheduler import Decision, Entry, Schedule, make_entry, plan_entry
 from crond.timing import Fire
 
+_SECOND = timedelta(seconds=1)
+
 
 class RunHandle(Protocol):
     """What the loop needs of a run (runner.Run is one)."""
@@ -65,7 +67,7 @@ class Loop:
         # runner records the others), so the next daemon does not take those for downtime.
         self.after_tick = after_tick
         self.schedule = Schedule()
-        self._soon: list[tuple[Job, datetime]] = []
+        self._soon: list[tuple[Job, datetime, Callable[[], None] | None]] = []
         self.running: dict[str, list[RunHandle]] = {}
         self._wake = asyncio.Event()
         self.idle = asyncio.Event()  # set while no run is going
@@ -96,8 +98,12 @@ class Loop:
         for name in added:
             job, cursor = jobs[name], now
             before = resume.get(name) if resume else None
-            if before is not None:
-                cursor = before if job.catchup is Catchup.LATEST else max(now, before)
+            if before is not None and job.catchup is Catchup.LATEST:
+                # Slots older than the window can never run: not even counted (a year
+                # of a minutely job would be half a million slots to walk).
+                cursor = max(before, now - job.catchup_window - _SECOND)
+            elif before is not None:
+                cursor = max(now, before)
             self.schedule.put(make_entry(job, cursor))
         for name in changed:
             cursor = max(old[name].cursor, now)
@@ -124,10 +130,13 @@ class Loop:
                     next_beat = self.clock.monotonic() + self.heartbeat.total_seconds()
                 await self._sleep(now, next_beat - self.clock.monotonic())
 
-    def start_soon(self, job: Job, slot: datetime) -> None:
+    def start_soon(
+        self, job: Job, slot: datetime, before: Callable[[], None] | None = None
+    ) -> None:
         """Start a run of `job` for `slot` at the next wake, whatever its schedule says
-        (`@reboot` jobs, which have no slot in time)."""
-        self._soon.append((job, slot))
+        (`@reboot` jobs, which have no slot in time); `before` is called just before (so
+        a run that never starts, the daemon stopped first, is not recorded as started)."""
+        self._soon.append((job, slot, before))
         self._wake.set()
 
     def stop(self) -> None:
@@ -167,7 +176,9 @@ class Loop:
 
     def _tick(self, now: datetime) -> None:
         soon, self._soon = self._soon, []
-        for job, slot in soon:
+        for job, slot, before in soon:
+            if before is not None:
+                before()
             self._start(job, slot)
         due = self.schedule.pop_due(now)
         moved: list[tuple[str, datetime]] = []

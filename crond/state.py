@@ -11,15 +11,16 @@ scheduling goes on without it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from crond.clock import iso_utc
 
@@ -29,8 +30,10 @@ if TYPE_CHECKING:
     from crond.clock import Clock
     from crond.runner import Run, RunResult
 
+T = TypeVar("T")
 SCHEMA_VERSION = 1
 DB_NAME = "crond.sqlite3"
+LOCK_NAME = "crond.lock"  # flock'ed by the daemon using the store; holds its pid
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cursors (job TEXT PRIMARY KEY, cursor REAL NOT NULL);
@@ -94,6 +97,25 @@ def resolve_dir(flag: str | None, configured: str | None) -> Path | None:
     if chosen is None:
         return default_dir()
     return None if chosen.strip().lower() == "none" else Path(chosen).expanduser()
+
+
+SYSTEM_DIR = Path("/var/lib/crond")
+
+
+def open_reader(flag: str | None, configured: str | None) -> Reader:
+    """The store `crond status`/`history` should read: where `resolve_dir` says; and for a
+    user other than root with nothing chosen and nothing there, the system daemon's
+    (/var/lib/crond: a monitoring user in the `crond` group need not say so)."""
+    directory = resolve_dir(flag, configured)
+    if directory is None:
+        raise StateError("no state store (state_dir: none): no run history is kept")
+    try:
+        return Reader(directory)
+    except StateError:
+        fallback = flag is None and configured is None and directory != SYSTEM_DIR
+        if not fallback or not (SYSTEM_DIR / DB_NAME).exists():
+            raise
+    return Reader(SYSTEM_DIR)
 
 
 def _ts(instant: datetime) -> float:
@@ -213,7 +235,7 @@ class _Reads:
             query += " AND outcome = ?"
             params += (outcome,)
         rows = self._all(query + " ORDER BY id DESC LIMIT 1", params)
-        return AttemptRow.from_row(rows[0]) if rows else None
+        return _decoded(self.path, lambda: AttemptRow.from_row(rows[0]) if rows else None)
 
     def recent(self, job: str | None, limit: int) -> list[AttemptRow]:
         """The newest `limit` attempts (of `job`, or of every job), oldest first."""
@@ -221,11 +243,12 @@ class _Reads:
             rows = self._all(_SELECT + " ORDER BY id DESC LIMIT ?", (limit,))
         else:
             rows = self._all(_SELECT + " WHERE job = ? ORDER BY id DESC LIMIT ?", (job, limit))
-        return [AttemptRow.from_row(r) for r in reversed(rows)]
+        return _decoded(self.path, lambda: [AttemptRow.from_row(r) for r in reversed(rows)])
 
     def summaries(self) -> dict[str, Summary]:
         """Every job's summary, in one pass over the summary table (one row a job)."""
-        return {r[0]: Summary(*r) for r in self._all(_SUMMARIES)}
+        rows = self._all(_SUMMARIES)
+        return _decoded(self.path, lambda: {r[0]: Summary(*r) for r in rows})
 
     def get_meta(self, key: str) -> str | None:
         rows = self._all("SELECT value FROM meta WHERE key = ?", (key,))
@@ -259,13 +282,35 @@ class Reader(_Reads):
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / DB_NAME
-        if not self.path.exists():
-            raise StateError(f"{self.path}: no such file (has the daemon run with this state_dir?)")
         try:
-            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5.0)
-            self._db.execute("SELECT 1 FROM summary LIMIT 1").fetchall()
+            if not self.path.exists():
+                raise StateError(
+                    f"{self.path}: no such file (has the daemon run with this state_dir?)"
+                )
+        except OSError as exc:  # a directory we may not enter
+            raise StateError(f"{self.path}: {exc.strerror or exc}") from None
+        try:
+            self._db = self._connect("mode=ro")
         except sqlite3.Error as exc:
-            raise StateError(f"{self.path}: {exc}") from None
+            # With no daemon running, the WAL's -shm file is gone, and a reader that may
+            # not write the directory cannot make one: read the file as it is on disk
+            # (nobody is writing it, or the -shm would be there).
+            if "readonly" not in str(exc) and "unable to open" not in str(exc):
+                raise StateError(f"{self.path}: {exc}") from None
+            try:
+                self._db = self._connect("mode=ro&immutable=1")
+            except sqlite3.Error as again:
+                raise StateError(f"{self.path}: {again}") from None
+
+    def _connect(self, flags: str) -> sqlite3.Connection:
+        db = sqlite3.connect(f"file:{self.path}?{flags}", uri=True, timeout=5.0)
+        try:
+            _check_schema(db, self.path)
+            db.execute("SELECT 1 FROM summary LIMIT 1").fetchall()
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def close(self) -> None:
         self._db.close()
@@ -274,31 +319,59 @@ class Reader(_Reads):
 class Store(_Reads):
     """One SQLite file. Not thread-safe: use it from the event loop's thread."""
 
-    def __init__(self, directory: Path, *, history: int = 100) -> None:
+    def __init__(self, directory: Path, *, history: int = 100, aside: bool = False) -> None:
+        """Open (or create) the store in `directory`, locked for this process: two
+        daemons on one store would close each other's runs as lost and share cursors.
+        `aside`: the file is known to be damaged (a write said so): move it aside first."""
         self.directory = directory
         self.path = directory / DB_NAME
         self.history = history
         self.moved_aside: Path | None = None
-        self._db = self._open()
+        self._lock = self._take_lock()
+        try:
+            if aside and self.path.exists():
+                self._move_aside()
+            self._db = self._open()
+        except BaseException:
+            os.close(self._lock)
+            raise
 
-    # --- opening --------------------------------------------------------------------
-
-    def _open(self) -> sqlite3.Connection:
+    def _take_lock(self) -> int:
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise StateError(f"{self.directory}: {exc.strerror or exc}") from None
         try:
-            return self._connect()
-        except sqlite3.DatabaseError as exc:
-            if not _is_corrupt(exc) or not self.path.exists():
-                raise StateError(f"{self.path}: {exc}") from None
-        # Corrupt: keep the evidence, start afresh.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise StateError(
+                f"{self.directory}: in use by another crond (pid {holder}); give each daemon "
+                "its own state_dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def _move_aside(self) -> None:
+        """Keep the evidence under another name, with its -wal and -shm."""
         aside = self.path.with_name(f"{DB_NAME}.corrupt-{secrets.token_hex(4)}")
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(OSError):
                 Path(f"{self.path}{suffix}").rename(f"{aside}{suffix}")
         self.moved_aside = aside
+
+    # --- opening --------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as exc:
+            if not _is_corrupt(exc) or not self.path.exists():
+                raise StateError(f"{self.path}: {exc}") from None
+        self._move_aside()  # corrupt: keep the evidence, start afresh
         try:
             return self._connect()
         except sqlite3.DatabaseError as exc:
@@ -311,40 +384,54 @@ class Store(_Reads):
             # NORMAL: a commit survives a crash of crond (the WAL is in the OS's hands),
             # not a power cut; FULL would cost an fsync on the start path of every run.
             db.execute("PRAGMA synchronous=NORMAL")
+            # Checkpoints are the heartbeat's (`checkpoint`), not the start path's: SQLite
+            # would otherwise copy the WAL back inside whichever commit crossed 1,000 pages.
+            db.execute("PRAGMA wal_autocheckpoint=0")
+            _check_schema(db, self.path, empty_ok=True)
             db.executescript(_SCHEMA)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             # No `PRAGMA quick_check`: it reads every page (~0.6 s for a million rows) at
             # every start. A file that is not a database fails above; damage deeper in
             # fails the write that meets it, and the daemon then reopens (moving it aside).
-        except sqlite3.DatabaseError:
+        except (sqlite3.DatabaseError, StateError):
             db.close()
             raise
         return db
 
     def close(self) -> None:
         self._db.close()
+        os.close(self._lock)
+
+    def checkpoint(self) -> None:
+        """Copy the WAL back into the file as far as readers allow (PASSIVE: never waits)."""
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:
+            raise StateError(f"{self.path}: {exc}") from None
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One commit. On any error the transaction is rolled back if SQLite has not
+        already done so, and the first error is the one reported (disk full, say)."""
         try:
             self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            yield self._db
             self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise StateError(f"{self.path}: {exc}") from None
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise StateError(f"{self.path}: {exc}") from None
+            if isinstance(exc, (TypeError, ValueError, OverflowError)):
+                raise StateError(f"{self.path}: unexpected data ({exc})") from None
+            raise
 
     # --- the daemon's writes --------------------------------------------------------
 
     def cursors(self) -> dict[str, datetime]:
-        try:
-            rows = self._db.execute("SELECT job, cursor FROM cursors").fetchall()
-        except sqlite3.Error as exc:
-            raise StateError(f"{self.path}: {exc}") from None
-        return {job: datetime.fromtimestamp(c, UTC) for job, c in rows}
+        rows = self._all("SELECT job, cursor FROM cursors")
+        return _decoded(self.path, lambda: {job: datetime.fromtimestamp(c, UTC) for job, c in rows})
 
     def save_cursor(self, job: str, cursor: datetime) -> None:
         self.save_cursors([(job, cursor)])
@@ -393,6 +480,7 @@ class Store(_Reads):
         row_id: int,
         *,
         job: str,
+        run_id: str | None = None,
         finished: datetime,
         outcome: str,
         exit_code: int | None,
@@ -403,11 +491,24 @@ class Store(_Reads):
         """Close an attempt's row and prune the job's history to `keep` rows (default:
         the store's `history`)."""
         with self._transaction() as db:
+            changes_before = db.total_changes
             db.execute(
                 "UPDATE attempts SET finished = ?, outcome = ?, exit_code = ?, "
-                "duration_s = ?, output = ? WHERE id = ?",
-                (_ts(finished), outcome, exit_code, duration_s, json.dumps(list(output)), row_id),
+                "duration_s = ?, output = ? WHERE id = ? AND run_id = coalesce(?, run_id) "
+                "AND job = ?",
+                (
+                    _ts(finished),
+                    outcome,
+                    exit_code,
+                    duration_s,
+                    json.dumps(list(output)),
+                    row_id,
+                    run_id,
+                    job,
+                ),
             )
+            if db.total_changes == changes_before:
+                return  # the row is not there (the store was moved aside and started anew)
             if outcome == "success":
                 db.execute(
                     "UPDATE summary SET success_run_id = "
@@ -430,7 +531,7 @@ class Store(_Reads):
                 "UPDATE attempts SET finished = ?, outcome = 'lost' WHERE finished IS NULL",
                 (_ts(now),),
             )
-        return [AttemptRow.from_row(r) for r in rows]
+        return _decoded(self.path, lambda: [AttemptRow.from_row(r) for r in rows])
 
     def set_meta(self, key: str, value: str) -> None:
         with self._transaction() as db:
@@ -469,6 +570,31 @@ class Store(_Reads):
                 "cursor = max(cursor, excluded.cursor)",
                 [(job, _ts(cursor)) for job, cursor in cursors],
             )
+
+
+def _check_schema(db: sqlite3.Connection, path: Path, *, empty_ok: bool = False) -> None:
+    """Refuse a store written by another version of crond's schema (a downgrade, or a file
+    that is not crond's): reading it as ours could only go wrong. `empty_ok`: a file with
+    no tables at all is a new store."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables and empty_ok:
+        return
+    if "meta" not in tables:
+        raise StateError(f"{path}: not a crond state store (no meta table)")
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    if row is not None and row[0] != str(SCHEMA_VERSION):
+        raise StateError(
+            f"{path}: written by another version of crond (schema {row[0]}, this one reads "
+            f"{SCHEMA_VERSION}); give this daemon another state_dir or move the file away"
+        )
+
+
+def _decoded(path: Path, build: Callable[[], T]) -> T:
+    """Rows turned into values; a row that does not decode is the store's fault."""
+    try:
+        return build()
+    except (TypeError, ValueError, OverflowError, IndexError) as exc:
+        raise StateError(f"{path}: unexpected data in the store ({exc})") from None
 
 
 def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
@@ -542,6 +668,7 @@ class StoreRecorder:
             self.store.finish(
                 token,
                 job=run.job,
+                run_id=run.run_id,
                 finished=self.clock.now(),
                 outcome=result.outcome.value,
                 exit_code=result.exit_code,

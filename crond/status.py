@@ -128,11 +128,8 @@ def quick_rows(path: Path, flag: str | None, now: datetime) -> list[StatusRow] |
     one whose daemon loaded other bytes: then the file is loaded after all."""
     try:
         raw = path.read_bytes()
-        directory = state.resolve_dir(flag, None if flag else _state_dir_hint(raw))
-        reader = state.Reader(directory) if directory is not None else None
+        reader = state.open_reader(flag, None if flag else _state_dir_hint(raw))
     except (OSError, state.StateError):
-        return None
-    if reader is None:
         return None
     try:
         found = _current_view(reader, hashlib.sha256(raw).hexdigest())

@@ -262,13 +262,14 @@ CATCHUP = "jobs:\n  r: {cron: '0 6 * * *', catchup: latest, command: x}\n"
 
 async def test_a_month_of_downtime_gives_one_catch_up_run() -> None:
     """Down from March 1st to April 1st 09:00: the daily 06:00 slots of the whole month
-    give one run, of April 1st 06:00, and one job.caught_up saying 30 were skipped."""
+    give one run, of April 1st 06:00. Slots older than the 1d window are neither run nor
+    counted: `skipped` is 0."""
     restart = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
     async with harness(CATCHUP, start=restart, resume={"r": T0}) as h:
         await h.run_until(restart + timedelta(hours=1))
         assert h.starts() == [datetime(2026, 4, 1, 6, 0, tzinfo=UTC)]
         assert h.events.named("job.caught_up") == [
-            {"job": "r", "slot": "2026-04-01T06:00:00Z", "skipped": 30}
+            {"job": "r", "slot": "2026-04-01T06:00:00Z", "skipped": 0}
         ]
         assert h.events.named("job.missed") == []
         await h.run_until(restart + timedelta(days=1))
@@ -282,9 +283,32 @@ async def test_catch_up_is_bounded_by_its_window() -> None:
         await h.run_until(restart + timedelta(hours=1))
         assert h.starts() == []
         assert h.events.named("job.caught_up") == []
-        (missed,) = h.events.named("job.missed")
-        assert missed["count"] == 3
-        assert h.saved == [("r", restart)]  # so the next restart does not count them again
+        assert h.events.named("job.missed") == []  # older than the window: not even counted
+
+
+async def test_a_week_of_missed_minutely_slots_is_counted_quickly() -> None:
+    """A minutely cron job with a 7d window after a year down: only the week is walked."""
+    text = (
+        "jobs:\n  m: {cron: '* * * * *', grace: 5s, catchup: latest, catchup_window: 7d, "
+        "command: x}\n"
+    )
+    restart = T0 + timedelta(days=365, seconds=30)
+    async with harness(text, start=restart, resume={"m": T0}) as h:
+        await h.settle()
+        assert h.starts() == [T0 + timedelta(days=365)]
+        (caught,) = h.events.named("job.caught_up")
+        assert caught["skipped"] == 7 * 24 * 60 - 1  # the week's slots but the one run
+
+
+async def test_overlap_skipped_catch_up_saves_the_cursor() -> None:
+    text = "jobs:\n  r: {every: 1h, grace: 5s, catchup: latest, command: x}\n"
+    async with harness(text, finish_at_once=False) as h:
+        await h.run_until(T0 + timedelta(hours=1))
+        assert len(h.starts()) == 1  # still running
+        h.clock.set(T0 + timedelta(hours=2, minutes=10))  # a suspend, the run still going
+        await h.settle()
+        assert h.events.named("job.skipped")[0]["slot"] == "2026-03-01T14:00:00Z"
+        assert h.saved == [("r", T0 + timedelta(hours=2, minutes=10))]
 
 
 async def test_ten_thousand_missed_interval_slots_give_one_run() -> None:

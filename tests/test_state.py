@@ -229,3 +229,92 @@ def test_resolve_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     assert state.resolve_dir("/flag", "/srv/state") == Path("/flag")
     assert state.resolve_dir(None, "none") is None
     assert state.resolve_dir("none", "/srv/state") is None
+
+
+def test_one_store_serves_one_daemon(tmp_path: Path) -> None:
+    first = state.Store(tmp_path)
+    with pytest.raises(state.StateError, match=r"in use by another crond \(pid \d+\)"):
+        state.Store(tmp_path)
+    first.close()
+    state.Store(tmp_path).close()  # free again once the first has closed it
+
+
+def test_a_store_of_another_schema_is_refused_not_misread(tmp_path: Path) -> None:
+    state.Store(tmp_path).close()
+    db = sqlite3.connect(tmp_path / state.DB_NAME)
+    with db:
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+    db.close()
+    for open_it in (state.Store, state.Reader):
+        with pytest.raises(state.StateError, match=r"another version of crond \(schema 2"):
+            open_it(tmp_path)
+
+
+def test_rows_that_do_not_decode_are_a_state_error(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    store._db.execute(
+        "INSERT INTO attempts (run_id, job, slot, attempt, started, output) "
+        "VALUES ('r', 'a', 'not a time', 1, 0, 'not json')"
+    )
+    store._db.execute("INSERT INTO cursors VALUES ('a', 'not a time')")
+    with pytest.raises(state.StateError, match="unexpected data"):
+        store.cursors()
+    with pytest.raises(state.StateError, match="unexpected data"):
+        store.recent("a", 10)
+    with pytest.raises(state.StateError, match="unexpected data"):
+        store.close_lost(T0)
+
+
+def test_a_full_disk_is_reported_as_such(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    store._db.execute("PRAGMA max_page_count = 20")  # a disk that fills up
+
+    def fill() -> None:
+        for i in range(10_000):
+            row = store.start("a", run_id=f"r{i}", slot=T0, attempt=1, started=T0, cursor=T0)
+            finish(store, row, "a", "success", keep=100_000)
+
+    with pytest.raises(state.StateError, match="full") as err:
+        fill()
+    assert "rollback" not in str(err.value)
+    assert not store._db.in_transaction  # and the connection is usable again
+    assert store.cursors() == {"a": T0}
+
+
+def test_damage_found_by_a_write_is_moved_aside_at_the_reopen(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    for i in range(300):
+        row = store.start("a", run_id=f"r{i}", slot=T0, attempt=1, started=T0, cursor=T0)
+        store.finish(row, job="a", finished=T0, outcome="success", exit_code=0,
+                     duration_s=0.1, output=["x" * 500], keep=100_000)  # fmt: skip
+    store.checkpoint()
+    store.close()
+    path = tmp_path / state.DB_NAME
+    data = bytearray(path.read_bytes())
+    page = 4096
+    for n in range(5, len(data) // page - 2):  # the middle pages, not the header
+        data[n * page : n * page + 64] = b"\xff" * 64
+    path.write_bytes(bytes(data))
+    damaged = state.Store(tmp_path)  # the header is fine: it opens
+    with pytest.raises(state.StateError, match="malformed"):
+        damaged.recent("a", 1000)
+    damaged.close()
+    fresh = state.Store(tmp_path, aside=True)  # what the daemon does at the next heartbeat
+    assert fresh.moved_aside is not None
+    assert fresh.moved_aside.exists()
+    assert fresh.recent("a", 10) == []
+    fresh.close()
+
+
+def test_finish_of_a_row_that_is_gone_does_nothing(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    row = store.start("a", run_id="r1", slot=T0, attempt=1, started=T0, cursor=T0)
+    store.close()
+    fresh = state.Store(tmp_path, aside=True)  # moved aside: a new file
+    other = fresh.start("b", run_id="r2", slot=T0, attempt=1, started=T0, cursor=T0)
+    assert other == row  # the same row id, in the new file: another run's row
+    fresh.finish(row, job="a", run_id="r1", finished=T0, outcome="success", exit_code=0,
+                 duration_s=0.1, output=[])  # fmt: skip
+    b = fresh.last("b")
+    assert b is not None
+    assert b.finished is None  # not closed by the other run's finish

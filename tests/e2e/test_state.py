@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -111,6 +112,12 @@ def test_kill_9_then_restart_closes_the_run_as_lost_and_catches_up_once(
         )
         assert len(second.named("job.caught_up")) == 1
         assert second.stop() == 0
+        lost_slot = instant(long_run["slot"])
+        assert all(  # the lost run's slot, too, was never started again
+            instant(e["slot"]) > lost_slot
+            for e in second.named("job.started")
+            if e["job"] == "long"
+        )
     finally:
         kill_group(long_run["pid"])
         for d in crond:
@@ -307,3 +314,93 @@ def test_status_reads_the_running_daemons_view_without_loading_the_file(
     d.wait_for("config.reloaded")
     eventually(lambda: "added" in run_cli("status", str(f)).stdout)
     assert d.stop() == 0
+
+
+def test_a_second_daemon_on_the_same_store_leaves_the_first_alone(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    state = tmp_path / "state"
+    a = write(tmp_path / "a.yaml", "jobs:\n  long: {every: 1s, command: sleep 3}\n")
+    b = write(tmp_path / "b.yaml", "jobs:\n  boot: {cron: '@reboot', command: 'true'}\n")
+    first = start(crond, str(a), "--state-dir", str(state))
+    run = first.wait_for("job.started", lambda e: e["job"] == "long")
+    live = tmp_path / "live.json"
+    second = start(crond, str(b), "--state-dir", str(state), "--liveness-file", str(live))
+    refused = second.wait_for("state.unavailable")
+    assert "in use by another crond" in refused["error"]
+    second.wait_for("job.finished", lambda e: e["job"] == "boot")  # it schedules all the same
+    eventually(lambda: json.loads(live.read_text())["state"] == "degraded")
+    assert second.stop() == 0
+    assert "job.lost" not in second.names()
+    rows = {r["job"]: r for r in status(a, state)}
+    assert rows["long"]["running"] is True
+    first.wait_for("job.finished", lambda e: e["run_id"] == run["run_id"])
+    assert first.stop() == 0
+
+
+def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
+    from tests.e2e.harness import CROND  # noqa: PLC0415
+
+    return subprocess.run(
+        ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", CROND, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_status_as_another_user_reads_or_says_why(crond: list[Crond]) -> None:
+    """A monitoring user: a directory it may not enter gives a message, not a traceback;
+    one it may read gives the history, even with no daemon running (no -shm to share)."""
+    with tempfile.TemporaryDirectory(prefix="crond-test-") as tmp:  # pytest's are 0700
+        tmp_path = Path(tmp)
+        tmp_path.chmod(0o755)
+        status_as_another_user(tmp_path, crond)
+
+
+def status_as_another_user(tmp_path: Path, crond: list[Crond]) -> None:
+    state = tmp_path / "state"
+    f = write(tmp_path / "s.yaml", "jobs:\n  a: {every: 1s, command: 'true'}\n")
+    f.chmod(0o644)
+    d = start(crond, str(f), "--state-dir", str(state))
+    d.wait_for("job.finished", lambda e: e["job"] == "a")
+    assert d.stop() == 0
+    state.chmod(0o700)
+    denied = as_nobody("status", str(f), "--state-dir", str(state))
+    assert denied.returncode == 0, denied.stderr
+    assert "Permission denied" in denied.stderr
+    assert "Traceback" not in denied.stderr
+    history = as_nobody("history", str(f), "--state-dir", str(state))
+    assert history.returncode == 1
+    assert "Permission denied" in history.stderr
+    assert "Traceback" not in history.stderr
+    state.chmod(0o755)
+    for p in state.iterdir():
+        p.chmod(0o644)
+    readable = as_nobody("status", str(f), "--state-dir", str(state), "--json")
+    assert readable.returncode == 0, readable.stderr
+    assert json.loads(readable.stdout)["last_run"]["outcome"] == "success"
+
+
+def test_a_store_of_another_crond_version_is_refused_with_a_message(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    state = tmp_path / "state"
+    f = write(tmp_path / "s.yaml", "jobs:\n  a: {every: 1s, command: 'true'}\n")
+    d = start(crond, str(f), "--state-dir", str(state))
+    d.wait_for("job.finished", lambda e: e["job"] == "a")
+    assert d.stop() == 0
+    db = sqlite3.connect(state / "crond.sqlite3")
+    with db:
+        db.execute("UPDATE meta SET value = '9' WHERE key = 'schema'")
+    db.close()
+    again = start(crond, str(f), "--state-dir", str(state))
+    refused = again.wait_for("state.unavailable")
+    assert "schema 9" in refused["error"]
+    again.wait_for("job.finished", lambda e: e["job"] == "a")
+    assert again.stop() == 0
+    history = run_cli("history", str(f), "--state-dir", str(state))
+    assert history.returncode == 1
+    assert "schema 9" in history.stderr
+    assert "Traceback" not in history.stderr
