@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.harness import Crond, eventually, run_cli
 
 
@@ -353,6 +355,8 @@ def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
 def test_status_as_another_user_reads_or_says_why(crond: list[Crond]) -> None:
     """A monitoring user: a directory it may not enter gives a message, not a traceback;
     one it may read gives the history, even with no daemon running (no -shm to share)."""
+    if as_nobody("--version").returncode != 0:  # a checkout in a private directory (CI's)
+        pytest.skip("this checkout's crond cannot be run by uid 65534")
     with tempfile.TemporaryDirectory(prefix="crond-test-") as tmp:  # pytest's are 0700
         tmp_path = Path(tmp)
         tmp_path.chmod(0o755)
