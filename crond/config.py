@@ -26,6 +26,7 @@ from pydantic import (
     JsonValue,
     PrivateAttr,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -62,6 +63,10 @@ _DURATION_SCHEMA = {
 # Files repeat the same few expressions and durations across thousands of jobs, and a
 # parse is pure: each distinct text is parsed once per process.
 _parse_cron = functools.lru_cache(maxsize=8192)(timing.parse_cron)
+# The validation context's key for the expressions parsed during one `loads` (text ->
+# CronExpr): the jobs get theirs from there, parsed once, however many distinct ones a
+# file has (past the cache's size, a second lookup per job would parse it again).
+_CRONS = "crons"
 _parse_duration = functools.lru_cache(maxsize=8192)(parse_duration)
 
 
@@ -184,12 +189,16 @@ class JobFields(_Model):
 
     @field_validator("cron")
     @classmethod
-    def _cron(cls, value: str | None) -> str | None:
+    def _cron(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None:
-            try:
-                _parse_cron(value)
-            except timing.CronError as exc:
-                raise PydanticCustomError("crond", f'"{value}": {exc}') from None
+            crons = info.context.get(_CRONS) if info.context else None
+            if crons is None or value not in crons:
+                try:
+                    expr = _parse_cron(value)
+                except timing.CronError as exc:
+                    raise PydanticCustomError("crond", f'"{value}": {exc}') from None
+                if crons is not None:
+                    crons[value] = expr
         return value
 
     @field_validator("timezone")
@@ -242,8 +251,12 @@ class Job(JobFields):
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
-        _exactly_one(self, "cron", "every", "a schedule")
-        _exactly_one(self, "command", "python", "something to run")
+        # Runs once per job: the usual job is checked with plain comparisons, and the
+        # helpers only run to say what is wrong.
+        if (self.cron is None) is (self.every is None):
+            _exactly_one(self, "cron", "every", "a schedule")
+        if (self.command is None) is (self.python is None):
+            _exactly_one(self, "command", "python", "something to run")
         if self.every is not None and self.timezone is not None:
             _field_error(
                 "timezone",
@@ -252,7 +265,9 @@ class Job(JobFields):
             )
         if self.anchor is not None and self.every is None:
             _field_error("anchor", "anchor applies to every jobs only")
-        if self.python is None:
+        if self.python is None and not (
+            self.args is None and self.kwargs is None and self.interpreter is None
+        ):
             for name in ("args", "kwargs", "interpreter"):
                 if getattr(self, name) is not None:
                     _field_error(name, f"{name} applies to python jobs only")
@@ -364,23 +379,36 @@ _ONLY_FOR = {
 }
 
 
-def _merge(defaults: dict[str, Any], job: Any, zone: Any) -> Any:
-    if not isinstance(job, dict):
-        return job  # let validation report the wrong type
-    if _ONLY_FOR.keys().isdisjoint(defaults):  # the usual case, in one C-level step
-        merged = {**defaults, **job}
-    else:
-        merged = {}
-        for key, value in defaults.items():
-            needed = _ONLY_FOR.get(key)
-            if needed is None or needed in job:
-                merged[key] = value
-        merged.update(job)
-    if isinstance(defaults.get("env"), dict) and isinstance(job.get("env"), dict):
-        merged["env"] = {**defaults["env"], **job["env"]}
-    if "cron" in job and "timezone" not in merged:
-        merged["timezone"] = zone
-    return merged
+def _merge_all(defaults: dict[str, Any], jobs: dict[Any, Any], zone: Any) -> dict[Any, Any]:
+    """Each job of `jobs` with `defaults` merged in (the job's own fields win; env
+    mappings are merged key by key; a cron job gets the file's zone unless it has one).
+    What depends on `defaults` alone is worked out once, not once per job."""
+    plain = _ONLY_FOR.keys().isdisjoint(defaults)  # the usual case: one C-level merge
+    default_env = defaults.get("env")
+    if not isinstance(default_env, dict):
+        default_env = None
+    merged_jobs = {}
+    for name, job in jobs.items():
+        if not isinstance(job, dict):
+            merged_jobs[name] = job  # let validation report the wrong type
+            continue
+        if plain:
+            merged = {**defaults, **job}
+        else:
+            merged = {}
+            for key, value in defaults.items():
+                needed = _ONLY_FOR.get(key)
+                if needed is None or needed in job:
+                    merged[key] = value
+            merged.update(job)
+        if default_env is not None:
+            env = job.get("env")
+            if isinstance(env, dict):
+                merged["env"] = {**default_env, **env}
+        if "cron" in job and "timezone" not in merged:
+            merged["timezone"] = zone
+        merged_jobs[name] = merged
+    return merged_jobs
 
 
 # The marks a good file keeps (validate's DST warnings point at the cron line).
@@ -456,9 +484,10 @@ def _validated(source: yamlsource.Source, filename: str) -> Config:
             get_zone(zone)
         except (ZoneError, TypeError):
             zone = "UTC"  # reported once, at the top-level `timezone`
-        data["jobs"] = {name: _merge(good_defaults, job, zone) for name, job in jobs.items()}
+        data["jobs"] = _merge_all(good_defaults, jobs, zone)
+    crons: dict[str, timing.CronExpr] = {}
     try:
-        config = Config.model_validate(data)
+        config = Config.model_validate(data, context={_CRONS: crons})
     except ValidationError as exc:
         problems += problems_from_validation(exc, source, filename, data)
         config = None
@@ -468,11 +497,7 @@ def _validated(source: yamlsource.Source, filename: str) -> Config:
     config._path = filename
     # Only the cron lines' places outlive the load (for validate's DST warnings): the
     # whole location map of a 10,000-job file is tens of MB the daemon does not need.
-    config._cron_marks = {
-        name: source.locate(("jobs", name, "cron"))
-        for name, job in config.jobs.items()
-        if job.cron is not None
-    }
+    cron_marks: dict[str, yamlsource.Mark] = {}
     # Pydantic keeps, per instance, the set of fields the input gave (~0.7 kB each); a
     # file's thousands of jobs give a handful of distinct sets, so they share them. The
     # models are frozen, so nothing adds to a set (model_copy copies it first). The 7 MB
@@ -480,11 +505,18 @@ def _validated(source: yamlsource.Source, filename: str) -> Config:
     fields_sets: dict[frozenset[str], set[str]] = {}
     for name, job in config.jobs.items():
         object.__setattr__(job, "_name", name)
-        object.__setattr__(job, "_cron_expr", None if job.cron is None else _parse_cron(job.cron))
+        cron = job.cron
+        if cron is None:
+            object.__setattr__(job, "_cron_expr", None)
+        else:
+            expr = crons.get(cron)
+            object.__setattr__(job, "_cron_expr", expr if expr is not None else _parse_cron(cron))
+            cron_marks[name] = source.locate(("jobs", name, "cron"))
         given = job.__pydantic_fields_set__
         object.__setattr__(
             job, "__pydantic_fields_set__", fields_sets.setdefault(frozenset(given), given)
         )
+    config._cron_marks = cron_marks
     return config
 
 
@@ -538,10 +570,17 @@ def dst_warnings(config: Config, now: datetime) -> list[Problem]:
     """Fixed-time jobs whose wall time falls into a DST gap or repeat in the coming year."""
     found = []
     marks, path = config._cron_marks, config.path  # (private attributes are slow to read)
+    # Jobs that share an expression and a zone share their sentences: each pair is
+    # worked out once.
+    sentences: dict[tuple[timing.CronExpr, ZoneInfo], list[str]] = {}
     for name, job in config.jobs.items():
         if job.cron is None or not job.enabled or job.reboot:
             continue
-        for sentence in timing.dst_warnings(job.cron_expr(), job.zone, now):
+        key = (job.cron_expr(), job.zone)
+        said = sentences.get(key)
+        if said is None:
+            said = sentences[key] = timing.dst_warnings(*key, now)
+        for sentence in said:
             mark = marks.get(name, yamlsource.Mark(0, 0))
             found.append(Problem.at(path, mark, ("jobs", name, "cron"), sentence))
     return found

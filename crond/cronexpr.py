@@ -73,15 +73,24 @@ class CronExpr:
     reboot: bool = False  # `@reboot`: no wall time at all; the daemon fires it at start
     # Seconds from midnight of the matching wall times, ascending.
     times: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    # The months, ascending: the day search jumps from one to the next.
+    month_list: tuple[int, ...] = field(init=False, repr=False, compare=False)
     # day -> the first matching day on or after it; filled lazily by next_day(). Small:
     # a walk asks about the same few days again and again, a daemon about the next day.
     _days_cache: dict[int, int] = field(
         init=False, repr=False, compare=False, hash=False, default_factory=dict
     )
+    # [lo, found]: the last search, from day lo, found day `found`, so no day in between
+    # matches and every one of them has the same answer. A fire's successor is found from
+    # the day after it and asked again from wherever the zone's timeline is cut (a chunk
+    # edge, a DST change) on the way there: for yearly jobs, two searches of a year.
+    _span: list[int] = field(
+        init=False, repr=False, compare=False, hash=False, default_factory=lambda: [1, 0]
+    )
 
     def __post_init__(self) -> None:
-        times = tuple(sorted(h * 3600 + m * 60 for h in self.hours for m in self.minutes))
-        object.__setattr__(self, "times", times)
+        object.__setattr__(self, "times", _times(self.hours, self.minutes))
+        object.__setattr__(self, "month_list", _sorted(self.months))
 
     def __str__(self) -> str:
         return self.source
@@ -98,31 +107,52 @@ class CronExpr:
         """The first matching wall time in [lo, hi), or None. Wall times are seconds since
         1970-01-01 00:00 read as a naive local time; matches are whole minutes (R1)."""
         day, second = divmod(-(-lo // 60) * 60, _DAY)
-        i = bisect.bisect_left(self.times, second)
-        if i < len(self.times) and self.next_day(day) == day:
-            w = day * _DAY + self.times[i]
+        times = self.times
+        i = bisect.bisect_left(times, second)
+        if i < len(times):
+            # When `day` does not match, the first matching day after it is the one this
+            # lookup found: a second search from day + 1 would only find it again.
+            found = self.next_day(day)
+            w = day * _DAY + times[i] if found == day else found * _DAY + times[0]
         else:
-            w = self.next_day(day + 1) * _DAY + self.times[0]
+            w = self.next_day(day + 1) * _DAY + times[0]
         return w if w < hi else None
 
     def next_day(self, day: int) -> int:
         """The first matching day on or after `day` (days since 1970-01-01), cached."""
+        span = self._span
+        if span[0] <= day <= span[1]:
+            return span[1]
         found = self._days_cache.get(day)
         if found is None:
             if len(self._days_cache) >= _DAYS_CACHED:  # thousands of expressions live long
                 self._days_cache.clear()
             found = self._days_cache[day] = self._find_day(day)
+        span[0], span[1] = day, found
         return found
 
     def _find_day(self, day: int) -> int:
-        for _ in range(400 * 12):  # a Gregorian cycle: a valid expression matches within it
-            d = date.fromordinal(day + _ORDINAL_1970)
-            days = self.month_days(d.year, d.month)
-            j = bisect.bisect_left(days, d.day)
+        # Month by month as (year, month) numbers, jumping straight to the next month of
+        # the expression: a yearly job's next fire is up to 11 other months away, and
+        # `crond next` asks that of every job n times. A date is built only for the answer.
+        d = date.fromordinal(day + _ORDINAL_1970)
+        year, month, first = d.year, d.month, d.day
+        ordered = self.month_list
+        end = year * 12 + month + 400 * 12  # a Gregorian cycle: a valid expression matches
+        while ordered and year * 12 + month < end:
+            i = bisect.bisect_left(ordered, month)
+            if i == len(ordered):
+                year, month, first = year + 1, ordered[0], 1
+            elif ordered[i] != month:
+                month, first = ordered[i], 1
+            if year * 12 + month >= end:
+                break
+            days = self.month_days(year, month)
+            j = bisect.bisect_left(days, first)
             if j < len(days):
-                return day + days[j] - d.day
-            first = date(d.year + d.month // 12, d.month % 12 + 1, 1)  # the 1st of next month
-            day = first.toordinal() - _ORDINAL_1970
+                return date(year, month, days[j]).toordinal() - _ORDINAL_1970
+            first = 1
+            year, month = (year + 1, 1) if month == 12 else (year, month + 1)
         return _NEVER
 
     def walls(self, lo: int, hi: int) -> list[int]:
@@ -144,6 +174,19 @@ class CronExpr:
         return _days_of_month(
             self.days, self.weekdays, self.day_and, length, _weekday(year, month, 1)
         )
+
+
+# Field sets come from `_field`'s cache, so expressions share them, and what is derived
+# from them alone is derived once: a file of thousands of distinct expressions repeats a
+# few dozen hour and minute sets (and "* * * * *" has 1,440 times to sort).
+@functools.lru_cache(maxsize=1024)
+def _times(hours: frozenset[int], minutes: frozenset[int]) -> tuple[int, ...]:
+    return tuple(sorted(h * 3600 + m * 60 for h in hours for m in minutes))
+
+
+@functools.lru_cache(maxsize=1024)
+def _sorted(values: frozenset[int]) -> tuple[int, ...]:
+    return tuple(sorted(values))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -300,10 +343,16 @@ def _check_day_exists(expr: CronExpr, day_text: str) -> None:
     """A day-of-month that no chosen month has would silently never run: refuse it."""
     if not expr.day_and or day_text.startswith("*"):
         return
-    if min(expr.days) <= max(_MONTH_DAYS[m - 1] for m in expr.months):
+    if min(expr.days) <= _longest(expr.months):
         return
     names = ",".join(_MONTHS[m - 1] for m in sorted(expr.months))
     raise _error(2, day_text, f'"{day_text}" never occurs in {names}; the job would never run')
+
+
+@functools.lru_cache(maxsize=1024)
+def _longest(months: frozenset[int]) -> int:
+    """The most days any of `months` has."""
+    return max(_MONTH_DAYS[m - 1] for m in months)
 
 
 def _error(index: int, value: str, message: str) -> CronError:

@@ -262,6 +262,15 @@ def note_pass(wall: str, *, second: bool, fixed: bool, big: bool) -> str:
 
 # --- cron ------------------------------------------------------------------------------
 
+# (expression, zone, jitter in µs, second after which) -> the first fire. Big files repeat
+# a few expressions in a few zones across thousands of jobs, and the daemon asks every job
+# for its first fire after the same instant (at start and reload) and every job due in a
+# wake for its next fire after that wake: each distinct question is answered once. The
+# answer depends on nothing else, and a Fire is immutable, so jobs share it. Bounded:
+# cleared when full (a file of distinct expressions gains nothing from keeping them).
+_first_fires: dict[tuple[CronExpr, tzinfo, int, int], Fire] = {}
+_FIRST_FIRES_MAX = 4096
+
 
 class CronTiming:
     """A cron expression in a zone: R1-R7."""
@@ -278,7 +287,15 @@ class CronTiming:
         return f"CronTiming({str(self.expr)!r}, {self.zone}, jitter={self.jitter})"
 
     def next_after(self, t: datetime) -> Fire:
-        return self._fire(*self._next(_seconds(t - self.jitter)))
+        s = _seconds(t - self.jitter)
+        key = (self.expr, self.zone, self._jitter_us, s)
+        fire = _first_fires.get(key)
+        if fire is None:
+            fire = self._fire(*self._next(s))
+            if len(_first_fires) >= _FIRST_FIRES_MAX:
+                _first_fires.clear()
+            _first_fires[key] = fire
+        return fire
 
     def fires(self, after: datetime) -> Iterator[Fire]:
         s = _seconds(after - self.jitter)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from crond import config, yamlsource
+from crond import config, timing, yamlsource
 from crond.config import ConfigError, Output, Overlap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -313,6 +313,26 @@ def test_good_file_with_defaults_merged() -> None:
     assert report.retry.backoff == 2.0
     assert cfg.daemon.heartbeat == timedelta(seconds=5)
     assert cfg.daemon.shutdown_timeout == timedelta(seconds=30)
+
+
+def test_each_distinct_cron_is_parsed_once_per_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    # More distinct expressions than the parse cache holds: each is still parsed once,
+    # and every job gets the parsed expression of its own text.
+    parsed: list[str] = []
+
+    def parse(text: str) -> timing.CronExpr:
+        parsed.append(text)
+        return timing.parse_cron(text)
+
+    monkeypatch.setattr(config, "_parse_cron", parse)
+    crons = [f"{i % 60} {i // 60 % 24} {1 + i % 28} * *" for i in range(40)]
+    lines = ["jobs:"]
+    for i, cron in enumerate([*crons, *crons]):
+        lines += [f"  j{i}:", f'    cron: "{cron}"', "    command: x"]
+    cfg = config.loads("\n".join(lines) + "\n")
+    assert sorted(parsed) == sorted(crons)
+    for job in cfg.jobs.values():
+        assert job.cron_expr() == timing.parse_cron(job.cron or "")
 
 
 def test_models_are_frozen() -> None:

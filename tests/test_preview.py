@@ -101,7 +101,7 @@ def test_table_shows_numeric_zone_abbreviations_as_offsets() -> None:
     assert "Sun 2026-10-04 02:30:00 +11:00  2026-10-03T15:30:00Z" in line
 
 
-def test_many_jobs_are_merged_not_sorted_per_call() -> None:
+def test_many_jobs_come_out_in_time_order() -> None:
     timings: dict[str, Timing] = {
         f"job-{i:04d}": CronTiming(parse_cron(f"{i % 60} */{1 + i % 5} * * *"), NY)
         for i in range(200)

@@ -647,6 +647,36 @@ def test_jitter_moves_the_fire_and_next_after_compares_jittered_instants() -> No
     assert every.next_after(utc("2026-01-01T00:00:10Z")).at == utc("2026-01-01T00:00:20Z")
 
 
+def test_first_fires_are_shared_by_jobs_with_the_same_expression_and_zone() -> None:
+    ny = ZoneInfo("America/New_York")
+    after = utc("2026-03-08T04:30Z")
+    first = CronTiming(parse_cron("30 2 * * *"), ny).next_after(after)
+    again = CronTiming(parse_cron("30 2 * * *"), ny).next_after(after)
+    assert again is first  # one answer, computed once
+    assert first == Fire(utc("2026-03-08T07:00Z"), first.local, first.note)
+    assert first.note == "02:30 skipped by DST; runs at the jump (R4)"
+    # A different zone, jitter or instant is a different question.
+    assert CronTiming(parse_cron("30 2 * * *"), UTC).next_after(after).at == utc(
+        "2026-03-09T02:30Z"
+    )
+    jittered = CronTiming(parse_cron("30 2 * * *"), ny, jitter=timedelta(seconds=7))
+    assert jittered.next_after(after).at == utc("2026-03-08T07:00:07Z")
+    assert CronTiming(parse_cron("30 2 * * *"), ny).next_after(first.at).at == utc(
+        "2026-03-09T06:30Z"
+    )
+
+
+def test_first_fires_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timing, "_first_fires", {})
+    monkeypatch.setattr(timing, "_FIRST_FIRES_MAX", 10)
+    hourly = CronTiming(parse_cron("0 * * * *"), UTC)
+    start = utc("2026-01-01T00:00Z")
+    for minutes in range(25):
+        at = start + timedelta(minutes=7 * minutes)
+        assert hourly.next_after(at).at == at.replace(minute=0) + timedelta(hours=1)
+        assert len(timing._first_fires) <= 10
+
+
 def test_jitter_keeps_local_consistent_with_at() -> None:
     ny = ZoneInfo("America/New_York")
     fire = CronTiming(parse_cron("30 2 * * *"), ny, jitter=timedelta(minutes=3)).next_after(
