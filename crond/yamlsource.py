@@ -168,8 +168,7 @@ class _Builder:
                 merged = self.node(value_event, (*path, "<<"))
                 merges.extend(merged if isinstance(merged, list) else [merged])
                 continue
-            key = self.scalar(key_event)
-            key = key if isinstance(key, str) else str(key)
+            key = _key_text(key_event, self.scalar)
             if key in result:
                 first = self.source.keys[(*path, key)]
                 self._problem(
@@ -190,6 +189,16 @@ class _Builder:
 
     def _problem(self, event: yaml.Event, path: Path, message: str) -> None:
         self.source.problems.append(SourceProblem(_mark(event), path, message))
+
+
+def _key_text(event: yaml.ScalarEvent, scalar: Callable[[yaml.ScalarEvent], Any]) -> str:
+    """A mapping key as written: job names and env variables are text, so `off:`, `yes:`
+    or `0x10:` stay what they say (YAML 1.1 would make them False, True and 16). Only
+    an explicit tag (`!!int 10:`) is honoured."""
+    if event.tag is None:
+        return event.value
+    key = scalar(event)
+    return key if isinstance(key, str) else str(key)
 
 
 class _Unlocated(Exception):  # noqa: N818  (a signal to parse again, not an error)
@@ -286,8 +295,7 @@ class _QuickBuilder:
                     merged = self.node(get(), (*path, "<<"))
                     merges.extend(merged if isinstance(merged, list) else [merged])
                     continue
-                key = self.scalar(event)
-                key = key if isinstance(key, str) else str(key)
+                key = _key_text(event, self.scalar)
             if key in result:
                 raise _Unlocated
             event = get()

@@ -513,3 +513,17 @@ def test_bad_catchup_values_are_located() -> None:
     assert "<string>:4:14: jobs.r.catchup:" in text
     assert "<string>:5:21: jobs.r.catchup_window:" in text
     assert "<string>:6:14: jobs.r.history:" in text
+
+
+def test_keys_are_text_as_written_not_yaml_1_1_booleans() -> None:
+    """`off:` as a job name, `on:`/`yes:` as env names: YAML 1.1 would read False/True."""
+    cfg = config.loads(
+        "jobs:\n"
+        "  off: {every: 1m, command: x, env: {on: '1', yes: '2', 0x10: '3'}}\n"
+        "  null: {every: 1m, command: x}\n"
+    )
+    assert list(cfg.jobs) == ["off", "null"]
+    assert cfg.jobs["off"].env == {"on": "1", "yes": "2", "0x10": "3"}
+    with pytest.raises(ConfigError) as err:  # the located second pass reads keys the same
+        config.loads("jobs:\n  off: {every: 1m, command: x}\n  on: {every: 1 min, command: x}\n")
+    assert [p.path for p in err.value.problems] == ["jobs.on.every"]
