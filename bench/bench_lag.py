@@ -5,9 +5,11 @@
 The job is `sh -c 'date +%s.%N >> FILE'`; a start is the instant the job wrote, and its
 lag is that instant minus the slot. Figures:
 
-1. one job every minute (`* * * * *`), 3 minute boundaries: its lag at each;
+1. one job every minute (`* * * * *`), 3 minute boundaries: its lag at each (with
+   crond's own lag_ms and the spawn-to-write floor after each boundary, for scale);
 2. 200 jobs every minute, due together, 3 boundaries: at each, the first, median and
-   last start after the slot;
+   last start after the slot (with crond's own lag_ms of its last spawn, and a bare
+   Popen loop of 200 after each boundary);
 3. crond only, for more samples: one job `every: 1s` (40 slots), and 200 jobs
    `every: 5s` (6 slots); with the spawn-to-write floor (one bare Popen of the job, then
    its write) and a bare Popen loop of 200 after each slot, for scale.
@@ -21,7 +23,9 @@ the waits: about 6 minutes for crond, 5 more per peer.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import statistics
 import tempfile
 from collections.abc import Sequence
@@ -33,22 +37,37 @@ from common import JobDef, NotReadyError, System, row, summary, verdict
 
 def minute_figures(system: System, count: int, boundaries: int) -> dict[str, list[float]] | None:
     """`count` jobs every minute. Per boundary: the first, median and last start's lag
-    (ms), how many did not start and, for more than one job, a bare loop of as many spawns
-    right after; None when the system could not be started."""
+    (ms), how many did not start and, right after, a bare loop of as many spawns (more than
+    one job) or the spawn-to-write floor (one job); for crond also its own lag_ms of the
+    last spawn, which splits a start's lag between the spawner and the job's own start.
+    None when the system could not be started."""
 
     def make(out: Path) -> list[JobDef]:
         return common.stamp_jobs(count, out, cron="* * * * *")
 
+    own: list[float] = []
+
+    def read_own(work: Path) -> None:
+        own.extend(last_spawns(work / "crond.log"))
+
     with tempfile.TemporaryDirectory(prefix=f"bench-lag-{system.name}-") as tmp:
         work = Path(tmp)
-        bare = functools.partial(common.bare_loop, work / "bare.txt", count) if count > 1 else None
+        if count > 1:
+            base = functools.partial(common.bare_loop, work / "bare.txt", count)
+        else:
+            base = functools.partial(common.spawn_to_write, work / "floor.txt")
+        on_stop = read_own if system.name == "crond" else None
         try:
-            rounds = common.slot_rounds(system, make, 60, boundaries, work, baseline=bare)
+            rounds = common.slot_rounds(
+                system, make, 60, boundaries, work, baseline=base, on_stop=on_stop
+            )
         except NotReadyError as exc:
             common.skipped(system, f"{count} jobs: {exc}")
             return None
     figures: dict[str, list[float]] = {"first": [], "median": [], "last": [], "missing": []}
-    figures["bare"] = [r.baseline for r in rounds if r.baseline is not None]
+    baselines = [r.baseline for r in rounds if r.baseline is not None]
+    figures["bare" if count > 1 else "floor"] = baselines
+    figures["own"] = own
     for r in rounds:
         figures["missing"].append(count - len(r.lags))
         if r.lags:
@@ -56,6 +75,19 @@ def minute_figures(system: System, count: int, boundaries: int) -> dict[str, lis
             figures["median"].append(statistics.median(r.lags))
             figures["last"].append(r.lags[-1])
     return figures
+
+
+def last_spawns(log: Path) -> list[float]:
+    """crond's own lag_ms (slot to spawn returned) of the last job.started of each slot."""
+    last: dict[str, float] = {}
+    with contextlib.suppress(OSError):
+        for line in log.read_bytes().splitlines():
+            if b'"job.started"' in line:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    event = json.loads(line)
+                    slot = event["slot"]
+                    last[slot] = max(last.get(slot, 0.0), float(event["lag_ms"]))
+    return list(last.values())
 
 
 def show(
@@ -163,6 +195,9 @@ def main() -> None:
             note = compare(system.name, one, ours.get("1"), "first")
         show("1 job every minute", system.name, one, ["first"], note)
         if crond:
+            row("  crond's own lag_ms (spawned)", "crond", summary(one["own"]), "(job.started)")
+        row("  floor: bare Popen to write", "", summary(one["floor"]), "(same run, after each)")
+        if crond:
             show_every_second(15 if args.quick else 40)
         fig = minute_figures(system, 200, boundaries)
         if fig is None:
@@ -174,6 +209,8 @@ def main() -> None:
         else:
             note = compare(system.name, fig, ours.get("200"), "last")
         show("200 jobs every minute", system.name, fig, ["first", "median", "last"], note)
+        if crond:
+            row("  crond's own lag_ms, last spawn", "crond", summary(fig["own"]), "(job.started)")
         if fig["bare"] and fig["last"]:
             r = statistics.median(a / b for a, b in zip(fig["last"], fig["bare"], strict=False))
             row("bare Popen loop of 200, last start", system.name, summary(fig["bare"]),

@@ -35,8 +35,13 @@ class SafeWriter:
     log = debug = info = warn = warning = err = error = critical = exception = fatal = msg
 
 
+# Built once: json.dumps with any option builds a new encoder per call, which was about
+# half of the rendering's cost (3.5 of 7.5 µs an event; a run logs at least two).
+_JSON = json.JSONEncoder(default=str, ensure_ascii=False, separators=(",", ":"))
+
+
 def _render_json(_: WrappedLogger, __: str, event_dict: EventDict) -> str:
-    return json.dumps(event_dict, default=str, ensure_ascii=False, separators=(",", ":"))
+    return _JSON.encode(event_dict)
 
 
 def _order(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:

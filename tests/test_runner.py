@@ -523,6 +523,29 @@ def test_kill_is_immediate() -> None:
     assert (result.outcome, result.exit_code) == (Outcome.KILLED, -signal.SIGKILL)
 
 
+def test_stop_and_kill_before_the_loop_turns() -> None:
+    # The spawn is synchronous; the pipes, the exit and the timeout are watched from the
+    # loop's next turn. A stop or kill in between still works, and is logged in order.
+    rec = Recorder()
+
+    async def main() -> list[RunResult]:
+        stopped = start(spec(command="exec sleep 300"), rec)
+        stopped.stop()
+        killed = start(spec(command=IGNORE_TERM, kill_after="1h"), rec)
+        killed.kill()
+        return [await finish(stopped), await finish(killed)]
+
+    results = go(main())
+    assert [(r.outcome, r.exit_code) for r in results] == [
+        (Outcome.KILLED, -signal.SIGTERM),
+        (Outcome.KILLED, -signal.SIGKILL),
+    ]
+    for run_id in {e["run_id"] for e in rec.events}:
+        events = [e["event"] for e in rec.events if e["run_id"] == run_id]
+        assert events == ["job.started", "job.finished"]
+    assert not any(is_live(e["pid"]) for e in rec.named("job.started"))
+
+
 def test_pid_and_owned_pids_track_the_child() -> None:
     rec = Recorder()
 
@@ -594,6 +617,8 @@ def test_children_share_one_epoll_that_is_gone_when_idle() -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         runs = [start(spec(command="echo hi"), rec) for _ in range(3)]
+        assert loop not in Watch._of  # spawned; watched from the loop's next turn
+        await asyncio.sleep(0)
         assert len(Watch._of[loop].callbacks) == 9  # two pipes and a pidfd each
         await asyncio.gather(*(finish(run) for run in runs))
         assert loop not in Watch._of
