@@ -89,6 +89,7 @@ class Daemon:
             heartbeat=self._heartbeat(),
             beat=self._beat,
             after_tick=self._after_tick,
+            prepare=self._prepare,
         )
         self._signals = 0
         self._reload_wanted = False
@@ -96,6 +97,7 @@ class Daemon:
         self._liveness_failed = False
         self._tasks: asyncio.TaskGroup | None = None
         self._store_opened = False  # the store has been opened once (lost runs closed)
+        self._run_ids: dict[tuple[str, datetime], str] = {}  # run ids chosen by _prepare
 
     # --- settings -------------------------------------------------------------------
 
@@ -118,9 +120,19 @@ class Daemon:
         if cached is None or cached[0] is not job:
             cached = (job, runner.spec_for(job, self.environ))
             self.specs[job.name] = cached
+        run_id = self._run_ids.pop((job.name, slot), None)
         return runner.start_run(
-            cached[1], slot, clock=self.clock, log=self.log, recorder=self.recorder
+            cached[1], slot, run_id=run_id, clock=self.clock, log=self.log, recorder=self.recorder
         )
+
+    def _prepare(self, starts: list[tuple[Job, datetime]]) -> None:
+        """The runs one wake is about to start: their `started` rows in one commit (one
+        per run would cost each later spawn of the wake the commits of those before)."""
+        if self.recorder.store is None:
+            return
+        now = self.clock.now()
+        self._run_ids = {(job.name, slot): runner.new_run_id(now) for job, slot in starts}
+        self.recorder.prepare([(name, rid, slot) for (name, slot), rid in self._run_ids.items()])
 
     # --- the state store --------------------------------------------------------------
 

@@ -56,6 +56,7 @@ class Loop:
         heartbeat: timedelta,
         beat: Callable[[datetime], None] | None = None,
         after_tick: Callable[[list[Entry], list[tuple[str, datetime]]], None] | None = None,
+        prepare: Callable[[list[tuple[Job, datetime]]], None] | None = None,
     ) -> None:
         self.clock = clock
         self.log = log
@@ -66,6 +67,9 @@ class Loop:
         # moved), and the catch-up jobs' cursors that moved with no run started (the
         # runner records the others), so the next daemon does not take those for downtime.
         self.after_tick = after_tick
+        # Told, when one wake starts several runs, which (job, slot) before the first is
+        # launched: the daemon records them all in one commit.
+        self.prepare = prepare
         self.schedule = Schedule()
         self._soon: list[tuple[Job, datetime, Callable[[], None] | None]] = []
         self.running: dict[str, list[RunHandle]] = {}
@@ -182,12 +186,23 @@ class Loop:
             self._start(job, slot)
         due = self.schedule.pop_due(now)
         moved: list[tuple[str, datetime]] = []
+        decisions = []
         for entry in due:
             decision = plan_entry(entry, now, len(self.running.get(entry.name, ())))
             self.schedule.apply(entry, decision)
-            self._act(entry.job, decision)
+            decisions.append(decision)
             if decision.start is None and entry.job.catchup is Catchup.LATEST:
                 moved.append((entry.name, entry.cursor))
+        if self.prepare is not None:  # what starts now, before any of it is spawned
+            starts = [
+                (entry.job, d.start)
+                for entry, d in zip(due, decisions, strict=True)
+                if d.start is not None and not d.replace
+            ]
+            if len(starts) > 1:
+                self.prepare(starts)
+        for entry, decision in zip(due, decisions, strict=True):
+            self._act(entry.job, decision)
         if due and self.after_tick:
             self.after_tick(due, moved)
 

@@ -475,6 +475,34 @@ class Store(_Reads):
             )
             return row.lastrowid
 
+    def start_many(
+        self, starts: Sequence[tuple[str, str, datetime]], started: datetime
+    ) -> list[int]:
+        """`start` for many first attempts (job, run id, slot) at once, in one commit:
+        what one wake starts. Returns their row ids, in order."""
+        ids = []
+        with self._transaction() as db:
+            for job, run_id, slot in starts:
+                ts = _ts(slot)
+                db.execute(
+                    "INSERT INTO cursors VALUES (?, ?) ON CONFLICT(job) DO UPDATE SET "
+                    "cursor = max(cursor, excluded.cursor)",
+                    (job, ts),
+                )
+                row = db.execute(
+                    "INSERT INTO attempts (run_id, job, slot, attempt, started) "
+                    "VALUES (?, ?, ?, 1, ?)",
+                    (run_id, job, ts, _ts(started)),
+                )
+                assert row.lastrowid is not None
+                db.execute(
+                    "INSERT INTO summary (job, last_id) VALUES (?, ?) "
+                    "ON CONFLICT(job) DO UPDATE SET last_id = excluded.last_id",
+                    (job, row.lastrowid),
+                )
+                ids.append(row.lastrowid)
+        return ids
+
     def finish(
         self,
         row_id: int,
@@ -627,6 +655,7 @@ class StoreRecorder:
         self.degraded = False
         self.corrupt = False
         self.history: dict[str, int] = {}  # job -> attempts kept; the store's default else
+        self._prepared: dict[str, int] = {}  # run id -> its first attempt's row (`prepare`)
         self._logged_at: float | None = None
 
     def failed(self, exc: Exception, event: str = "state.write_failed") -> None:
@@ -643,7 +672,25 @@ class StoreRecorder:
             self.degraded = False
             self.log.info("state.recovered")
 
+    def prepare(self, starts: Sequence[tuple[str, str, datetime]]) -> None:
+        """Record the first attempts of a wake's runs (job, run id, slot) in one commit,
+        before any of them is spawned; each run's `started` then finds its row."""
+        if self.store is None or not starts:
+            return
+        try:
+            ids = self.store.start_many(starts, self.clock.now())
+        except StateError as exc:
+            self.failed(exc)
+            return
+        self._ok()
+        for (_, run_id, _), row_id in zip(starts, ids, strict=True):
+            self._prepared[run_id] = row_id
+
     def started(self, run: Run, attempt: int) -> object:
+        if attempt == 1 and self._prepared:
+            prepared = self._prepared.pop(run.run_id, None)
+            if prepared is not None:
+                return prepared
         if self.store is None:
             return None
         try:

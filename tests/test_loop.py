@@ -361,3 +361,15 @@ async def test_start_soon_runs_a_job_once_outside_its_schedule() -> None:
         h.loop.start_soon(jobs(text)["b"], T0)
         await h.run_until(T0 + timedelta(days=2))
         assert h.starts() == [T0]  # and never again by schedule
+
+
+async def test_a_wake_prepares_all_its_starts_before_launching_any() -> None:
+    text = "".join(f"  j{i}: {{every: 1m, command: x}}\n" for i in range(5))
+    async with harness("jobs:\n" + text) as h:
+        order: list[object] = []
+        launch = h.loop.launch
+        h.loop.prepare = lambda starts: order.append(sorted(job.name for job, _ in starts))
+        h.loop.launch = lambda job, slot: order.append(job.name) or launch(job, slot)  # type: ignore[func-returns-value]
+        await h.run_until(T0 + timedelta(minutes=1))
+        assert order[0] == [f"j{i}" for i in range(5)]
+        assert sorted(order[1:]) == [f"j{i}" for i in range(5)]  # type: ignore[type-var]

@@ -318,3 +318,14 @@ def test_finish_of_a_row_that_is_gone_does_nothing(tmp_path: Path) -> None:
     b = fresh.last("b")
     assert b is not None
     assert b.finished is None  # not closed by the other run's finish
+
+
+def test_start_many_records_a_wakes_runs_in_one_commit(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    slot = T0 + timedelta(minutes=1)
+    ids = store.start_many([("a", "ra", slot), ("b", "rb", slot)], started=slot)
+    assert len(set(ids)) == 2
+    assert store.cursors() == {"a": slot, "b": slot}
+    summaries = state.Reader(tmp_path).summaries()
+    assert (summaries["a"].run_id, summaries["b"].run_id) == ("ra", "rb")
+    assert summaries["a"].finished is None
