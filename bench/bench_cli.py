@@ -11,7 +11,6 @@ have no such command.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 import time
@@ -42,7 +41,6 @@ def main() -> None:
     args = common.parser(__doc__).parse_args()
     runs = 2 if args.quick else 5
     common.header("validate and next: whole process wall time")
-    _note_bytecode()
     floor, _ = wall([common.CROND, "--version"], runs)
     row("crond --version (the floor)", "crond", summary(floor, "s"))
     ours: dict[int, float] = {}
@@ -78,13 +76,6 @@ def main() -> None:
                 continue
             note = f"crond/yacron {common.ratio(ours[jobs], times[0])}"
             row(f"validate, {jobs:,} jobs", "yacron", summary(times, "s") + _status(status), note)
-
-
-def _note_bytecode() -> None:
-    """Say so when crond's own modules are compiled at every start, as no installed crond
-    does: a few tens of ms of every command here (about 0.1 s of a daemon's start)."""
-    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        print("   PYTHONDONTWRITEBYTECODE is set: crond's modules are compiled at every start")
 
 
 def _status(status: int) -> str:

@@ -286,8 +286,6 @@ def main() -> None:
     if args.compare_with:
         trees["compared"] = str(Path(args.compare_with).resolve())
     common.header(f"loading {JOBS:,} jobs: validate, daemon ready and reload, RSS")
-    if os.environ.get("PYTHONDONTWRITEBYTECODE"):  # ~0.1 s of `ready` (a tenth of it)
-        print("   PYTHONDONTWRITEBYTECODE is set: crond's modules are compiled at every start")
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
         path = Path(tmp) / "jobs.yaml"
         make_file(path, JOBS)
