@@ -101,12 +101,19 @@ def big_store(directory: Path, jobs: int, per_job: int) -> None:
             "exit_code, duration_s, output) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows(),
         )
+        # The summaries as the daemon keeps them: the newest attempt, the last success.
+        iso = "strftime('%Y-%m-%dT%H:%M:%fZ', {}, 'unixepoch')"
         db.execute(
-            "INSERT INTO summary (job, last_id) SELECT job, max(id) FROM attempts GROUP BY job"
+            "INSERT INTO summary (job, last_id, run_id, slot, attempt, started, finished, "
+            "outcome, exit_code, duration_s) SELECT a.job, a.id, a.run_id, "
+            f"{iso.format('a.slot')}, a.attempt, {iso.format('a.started')}, "
+            f"{iso.format('a.finished')}, a.outcome, a.exit_code, a.duration_s FROM attempts a "
+            "WHERE a.id IN (SELECT max(id) FROM attempts GROUP BY job)"
         )
         db.execute(
             "UPDATE summary SET (success_run_id, success_started, success_finished, "
-            "success_duration_s) = (SELECT run_id, started, finished, duration_s FROM attempts "
+            f"success_duration_s) = (SELECT run_id, {iso.format('started')}, "
+            f"{iso.format('finished')}, duration_s FROM attempts "
             "WHERE attempts.job = summary.job AND outcome = 'success' ORDER BY id DESC LIMIT 1)"
         )
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

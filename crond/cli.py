@@ -288,27 +288,25 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     """Each job of FILE: schedule, last run, last success, next fire, running now."""
     from crond import status as view  # noqa: PLC0415  (see the imports above)
 
-    quick = view.quick_rows(file, state_dir, SystemClock().now())
+    now = SystemClock().now()
+    quick = view.quick(file, state_dir, now, as_json=as_json)
     if quick is not None:
-        click.echo(view.format_status_json(quick) if as_json else view.format_status(quick))
+        click.echo(quick)
         return
     cfg = _load_or_exit(file)
     reader, why = _open_reader(cfg, state_dir)
-    summaries: dict[str, state.Summary] = {}
-    alive = False
-    if reader is not None:
-        try:
-            summaries = reader.summaries()
-            info = reader.get_meta("daemon")
-            alive = view.daemon_alive(json.loads(info) if info else None, state.boot_id())
-        except (state.StateError, ValueError) as exc:
-            why = str(exc)
-        finally:
+    try:
+        alive = view.alive_of(reader) if reader is not None else False
+        text = view.for_file(cfg.jobs, reader, now, alive=alive, as_json=as_json)
+    except state.StateError as exc:  # the store went bad under us: no history, then
+        why = str(exc)
+        text = view.for_file(cfg.jobs, None, now, alive=False, as_json=as_json)
+    finally:
+        if reader is not None:
             reader.close()
     if why:
         click.echo(f"crond: {why}", err=True)
-    rows = view.status_rows(cfg.jobs, summaries, SystemClock().now(), alive=alive)
-    click.echo(view.format_status_json(rows) if as_json else view.format_status(rows))
+    click.echo(text)
 
 
 @main.command()

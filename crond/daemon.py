@@ -183,7 +183,7 @@ class Daemon:
         """The jobs as the daemon now sees them, into the store for `crond status`."""
         entries = self.loop.schedule.entries
         self.recorder.publish_view(
-            [_view_row(entries[name]) for name in self.cfg.jobs], self.digest
+            (_view_row(entries[name]) for name in self.cfg.jobs), self.digest
         )
 
     def _after_tick(self, due: list[Entry], cursors: list[tuple[str, datetime]]) -> None:
@@ -290,7 +290,6 @@ class Daemon:
             diff = self.loop.load(new.jobs)
         self.cfg = new
         self.digest = digest
-        self._publish()
         self.specs = {name: spec for name, spec in self.specs.items() if name in new.jobs}
         self.recorder.history = {name: job.history for name, job in new.jobs.items()}
         self.loop.heartbeat = self._heartbeat()
@@ -298,6 +297,7 @@ class Daemon:
         self.log.info(
             "config.reloaded", added=diff.added, removed=diff.removed, changed=diff.changed
         )
+        self._publish()  # for `crond status`, once the new jobs are scheduled
 
     def _on_stop(self, signum: int) -> None:
         self._signals += 1

@@ -16,7 +16,7 @@ import json
 import os
 import secrets
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,14 +52,23 @@ CREATE TABLE IF NOT EXISTS attempts (
 );
 CREATE INDEX IF NOT EXISTS attempts_job ON attempts (job, id);
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (finished) WHERE finished IS NULL;
--- One row a job, so `crond status` reads 10,000 rows, not a million: the newest attempt's
--- id, and the last success itself (it may be older than the history kept).
+-- One row a job, so `crond status` reads 10,000 rows, not a million: the newest attempt
+-- and the last success (kept even when older than the history kept), instants already
+-- as ISO-8601 text (formatting 50,000 of them was most of status's time).
 CREATE TABLE IF NOT EXISTS summary (
     job TEXT PRIMARY KEY,
     last_id INTEGER,
+    run_id TEXT,
+    slot TEXT,
+    attempt INTEGER,
+    started TEXT,
+    finished TEXT,
+    outcome TEXT,
+    exit_code INTEGER,
+    duration_s REAL,
     success_run_id TEXT,
-    success_started REAL,
-    success_finished REAL,
+    success_started TEXT,
+    success_finished TEXT,
     success_duration_s REAL
 );
 -- The running daemon's view of its jobs, for a `crond status` that need not load the
@@ -180,8 +189,7 @@ class StateError(Exception):
 
 class Summary(NamedTuple):
     """One job's line in `crond status`: its newest attempt and its last success, with
-    instants already as ISO-8601 text (SQLite formats 60,000 of them in milliseconds;
-    Python's datetime would take a large part of a second)."""
+    instants as `clock.iso_utc` wrote them."""
 
     job: str
     run_id: str | None  # the newest attempt; None: never run
@@ -198,22 +206,64 @@ class Summary(NamedTuple):
     success_duration_s: float | None
 
 
-def _iso_sql(column: str) -> str:
-    """SQL for an epoch-seconds column as UTC ISO-8601 text: `…:05Z` on a whole second,
-    `…:05.123Z` otherwise (milliseconds), NULL for NULL."""
-    return (
-        f"CASE WHEN {column} IS NULL THEN NULL WHEN {column} = CAST({column} AS INTEGER) "
-        f"THEN strftime('%Y-%m-%dT%H:%M:%SZ', {column}, 'unixepoch') "
-        f"ELSE strftime('%Y-%m-%dT%H:%M:%fZ', {column}, 'unixepoch') END"
-    )
-
-
-_SUMMARIES = (
-    f"SELECT s.job, a.run_id, {_iso_sql('a.slot')}, a.attempt, {_iso_sql('a.started')}, "  # noqa: S608  (constant text)
-    f"{_iso_sql('a.finished')}, a.outcome, a.exit_code, a.duration_s, s.success_run_id, "
-    f"{_iso_sql('s.success_started')}, {_iso_sql('s.success_finished')}, s.success_duration_s "
-    "FROM summary s LEFT JOIN attempts a ON a.id = s.last_id"
+_SUMMARY_COLUMNS = (
+    "job, run_id, slot, attempt, started, finished, outcome, exit_code, duration_s, "
+    "success_run_id, success_started, success_finished, success_duration_s"
 )
+_SUMMARIES = f"SELECT {_SUMMARY_COLUMNS} FROM summary"  # noqa: S608  (constant text)
+
+# `crond status`, one line a job, made by SQLite: the view (the daemon's, or one made for
+# the file) joined with the summaries. {view} is `view` or `temp.file_view`; ? is whether
+# the daemon that wrote the store runs (an open attempt is then running, else lost).
+_STATUS_JSON = """
+SELECT json_object(
+    'job', v.job,
+    'enabled', json(CASE WHEN v.enabled THEN 'true' ELSE 'false' END),
+    'schedule', v.schedule,
+    'last_run', CASE WHEN s.run_id IS NULL THEN NULL ELSE json_object(
+        'run_id', s.run_id, 'slot', s.slot, 'attempt', s.attempt, 'started', s.started,
+        'finished', s.finished, 'outcome', s.outcome, 'exit_code', s.exit_code,
+        'duration_s', s.duration_s) END,
+    'last_success', CASE WHEN s.success_finished IS NULL THEN NULL ELSE json_object(
+        'run_id', s.success_run_id, 'started', s.success_started,
+        'finished', s.success_finished, 'duration_s', s.success_duration_s) END,
+    'next_fire', CASE WHEN v.next_text IS NULL THEN NULL ELSE json_object(
+        'at', v.next_text, 'local', v.next_local, 'note', v.next_note) END,
+    'running', json(CASE WHEN ? AND s.run_id IS NOT NULL AND s.finished IS NULL
+        THEN 'true' ELSE 'false' END))
+FROM {view} v LEFT JOIN summary s ON s.job = v.job ORDER BY v.pos
+"""
+_STATUS_ROWS = """
+SELECT v.job, v.enabled, v.schedule, v.next_text, v.next_note, s.started, s.finished,
+    s.outcome, s.duration_s, s.success_finished, s.run_id IS NOT NULL AND s.finished IS NULL
+FROM {view} v LEFT JOIN summary s ON s.job = v.job ORDER BY v.pos
+"""
+_VIEW_COLUMNS = """(
+    job TEXT PRIMARY KEY,
+    pos INTEGER NOT NULL,
+    enabled INTEGER NOT NULL,
+    schedule TEXT NOT NULL,
+    next_at REAL,
+    next_text TEXT,
+    next_local TEXT,
+    next_note TEXT
+)"""
+
+
+class StatusRow(NamedTuple):
+    """What the status table shows of one job."""
+
+    job: str
+    enabled: bool
+    schedule: str
+    next_text: str | None
+    next_note: str | None
+    started: str | None
+    finished: str | None
+    outcome: str | None
+    duration_s: float | None
+    success_finished: str | None
+    open: bool  # the newest attempt has not finished
 
 
 class _Reads:
@@ -249,6 +299,41 @@ class _Reads:
         """Every job's summary, in one pass over the summary table (one row a job)."""
         rows = self._all(_SUMMARIES)
         return _decoded(self.path, lambda: {r[0]: Summary(*r) for r in rows})
+
+    def status_json(self, *, alive: bool, view: str = "view") -> list[str]:
+        """`crond status --json`: one JSON object a job, in the view's order."""
+        return [r[0] for r in self._all(_STATUS_JSON.format(view=view), (alive,))]
+
+    def status_rows(self, *, view: str = "view") -> list[StatusRow]:
+        """`crond status`: what the table shows of each job, in the view's order."""
+        rows = self._all(_STATUS_ROWS.format(view=view))
+        return _decoded(
+            self.path,
+            lambda: [
+                StatusRow(r[0], bool(r[1]), r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9],
+                          bool(r[10]))
+                for r in rows
+            ],
+        )  # fmt: skip
+
+    def view_is_behind(self, oldest: float) -> bool:
+        """Whether some next fire in the view is before `oldest` (epoch seconds)."""
+        return bool(self._all("SELECT 1 FROM view WHERE next_at < ? LIMIT 1", (oldest,)))
+
+    def file_view(self, rows: Iterable[ViewRow]) -> str:
+        """A view made for a file (the daemon has not loaded it), in this connection only:
+        the name to pass as `view` to the status queries."""
+        try:
+            self._db.execute("DROP TABLE IF EXISTS temp.file_view")
+            self._db.execute("CREATE TEMP TABLE file_view " + _VIEW_COLUMNS)
+            self._db.executemany(
+                "INSERT INTO temp.file_view VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                ((r.job, i, int(r.enabled), r.schedule, r.next_at, r.next_text, r.next_local,
+                  r.next_note) for i, r in enumerate(rows)),
+            )  # fmt: skip
+        except sqlite3.Error as exc:
+            raise StateError(f"{self.path}: {exc}") from None
+        return "temp.file_view"
 
     def get_meta(self, key: str) -> str | None:
         rows = self._all("SELECT value FROM meta WHERE key = ?", (key,))
@@ -301,6 +386,15 @@ class Reader(_Reads):
                 self._db = self._connect("mode=ro&immutable=1")
             except sqlite3.Error as again:
                 raise StateError(f"{self.path}: {again}") from None
+
+    @classmethod
+    def empty(cls) -> Reader:
+        """No store: an empty one in memory, so that status reads the same either way."""
+        reader = cls.__new__(cls)
+        reader.path = Path(":memory:")
+        reader._db = sqlite3.connect(":memory:")
+        reader._db.executescript(_SCHEMA)
+        return reader
 
     def _connect(self, flags: str) -> sqlite3.Connection:
         db = sqlite3.connect(f"file:{self.path}?{flags}", uri=True, timeout=5.0)
@@ -468,11 +562,7 @@ class Store(_Reads):
                 (run_id, job, _ts(slot), attempt, _ts(started)),
             )
             assert row.lastrowid is not None
-            db.execute(
-                "INSERT INTO summary (job, last_id) VALUES (?, ?) "
-                "ON CONFLICT(job) DO UPDATE SET last_id = excluded.last_id",
-                (job, row.lastrowid),
-            )
+            _summary_started(db, job, row.lastrowid, run_id, slot, attempt, started)
             return row.lastrowid
 
     def start_many(
@@ -495,11 +585,7 @@ class Store(_Reads):
                     (run_id, job, ts, _ts(started)),
                 )
                 assert row.lastrowid is not None
-                db.execute(
-                    "INSERT INTO summary (job, last_id) VALUES (?, ?) "
-                    "ON CONFLICT(job) DO UPDATE SET last_id = excluded.last_id",
-                    (job, row.lastrowid),
-                )
+                _summary_started(db, job, row.lastrowid, run_id, slot, 1, started)
                 ids.append(row.lastrowid)
         return ids
 
@@ -537,14 +623,21 @@ class Store(_Reads):
             )
             if db.total_changes == changes_before:
                 return  # the row is not there (the store was moved aside and started anew)
+            finished_text = iso_utc(finished)
+            db.execute(
+                "UPDATE summary SET finished = ?, outcome = ?, exit_code = ?, duration_s = ? "
+                "WHERE job = ? AND last_id = ?",
+                (finished_text, outcome, exit_code, duration_s, job, row_id),
+            )
             if outcome == "success":
+                started = db.execute("SELECT run_id, started FROM attempts WHERE id = ?", (row_id,))
+                run, began = started.fetchone()
                 db.execute(
-                    "UPDATE summary SET success_run_id = "
-                    "(SELECT run_id FROM attempts WHERE id = ?), "
-                    "success_started = (SELECT started FROM attempts WHERE id = ?), "
+                    "UPDATE summary SET success_run_id = ?, success_started = ?, "
                     "success_finished = ?, success_duration_s = ? WHERE job = ?",
-                    (row_id, row_id, _ts(finished), duration_s, job),
-                )
+                    (run, iso_utc(datetime.fromtimestamp(began, UTC)), finished_text, duration_s,
+                     job),
+                )  # fmt: skip
             db.execute(
                 "DELETE FROM attempts WHERE job = ? AND finished IS NOT NULL AND id <= "
                 "(SELECT id FROM attempts WHERE job = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
@@ -559,24 +652,28 @@ class Store(_Reads):
                 "UPDATE attempts SET finished = ?, outcome = 'lost' WHERE finished IS NULL",
                 (_ts(now),),
             )
+            db.executemany(
+                "UPDATE summary SET finished = ?, outcome = 'lost' WHERE last_id = ?",
+                [(iso_utc(now), r[0]) for r in rows],
+            )
         return _decoded(self.path, lambda: [AttemptRow.from_row(r) for r in rows])
 
     def set_meta(self, key: str, value: str) -> None:
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
-    def publish_view(self, rows: Sequence[ViewRow], digest: str | None) -> None:
+    def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
         """Replace the view with a freshly loaded file's jobs, in one commit. `digest`:
         the sha256 of the file's bytes (None: unknown, and no status will trust it)."""
         with self._transaction() as db:
             db.execute("DELETE FROM view")
             db.executemany(
                 "INSERT INTO view VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
+                (  # a generator: the 10,000 rows of a big file are never all in memory
                     (r.job, i, int(r.enabled), r.schedule, r.next_at, r.next_text, r.next_local,
                      r.next_note)
                     for i, r in enumerate(rows)
-                ],
+                ),
             )  # fmt: skip
             db.execute("INSERT OR REPLACE INTO meta VALUES ('view_sha256', ?)", (digest or "",))
 
@@ -598,6 +695,26 @@ class Store(_Reads):
                 "cursor = max(cursor, excluded.cursor)",
                 [(job, _ts(cursor)) for job, cursor in cursors],
             )
+
+
+def _summary_started(  # noqa: PLR0917  (the row's columns, in order)
+    db: sqlite3.Connection,
+    job: str,
+    row_id: int,
+    run_id: str,
+    slot: datetime,
+    attempt: int,
+    started: datetime,
+) -> None:
+    """The job's summary now shows this attempt, open."""
+    db.execute(
+        "INSERT INTO summary (job, last_id, run_id, slot, attempt, started) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(job) DO UPDATE SET last_id = excluded.last_id, "
+        "run_id = excluded.run_id, slot = excluded.slot, attempt = excluded.attempt, "
+        "started = excluded.started, finished = NULL, outcome = NULL, exit_code = NULL, "
+        "duration_s = NULL",
+        (job, row_id, run_id, iso_utc(slot), attempt, iso_utc(started)),
+    )
 
 
 def _check_schema(db: sqlite3.Connection, path: Path, *, empty_ok: bool = False) -> None:
@@ -728,7 +845,7 @@ class StoreRecorder:
         else:
             self._ok()
 
-    def publish_view(self, rows: Sequence[ViewRow], digest: str | None) -> None:
+    def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
         if self.store is None:
             return
         try:

@@ -1,8 +1,10 @@
 """`crond status` and `crond history`: the state store read beside the schedules file.
 
-Pure apart from what it is handed: cli.py loads the file, opens the store read-only and
-prints. The store may be missing (no daemon has run yet, or `state_dir: none`): status
-then shows the file's jobs with their next fires and no history.
+Status is one SQL query either way: a view of the jobs (schedule, enabled, next fire)
+joined with the store's one summary row a job. The view is the running daemon's own
+when it loaded exactly the bytes of the file (`quick`: no pydantic, no file loaded), or
+one made for the file in the reading connection (`for_file`). SQLite writes the JSON,
+so both print the same. With no store at all, an empty one in memory stands in.
 """
 
 from __future__ import annotations
@@ -12,65 +14,21 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from crond import state
 from crond.clock import iso_utc
-from crond.state import AttemptRow, Summary
+from crond.state import AttemptRow
 
 if TYPE_CHECKING:
     from crond.config import Job  # not at run time: pydantic is slow to import
 
-__all__ = ["StatusRow", "daemon_alive", "format_history", "format_status", "status_rows"]
+__all__ = ["daemon_alive", "for_file", "format_history", "format_history_json", "quick"]
 
-
-class NextFire(NamedTuple):
-    at: str  # UTC, as `clock.iso_utc` writes it
-    local: str  # ISO-8601 in the job's zone
-    note: str | None
-
-
-@dataclass(frozen=True)
-class StatusRow:
-    job: str
-    enabled: bool
-    schedule: str
-    summary: Summary | None  # None: no attempt recorded
-    next_fire: NextFire | None
-    running: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        s = self.summary
-        return {
-            "job": self.job,
-            "enabled": self.enabled,
-            "schedule": self.schedule,
-            "last_run": None
-            if s is None or s.run_id is None
-            else {
-                "run_id": s.run_id,
-                "slot": s.slot,
-                "attempt": s.attempt,
-                "started": s.started,
-                "finished": s.finished,
-                "outcome": s.outcome,
-                "exit_code": s.exit_code,
-                "duration_s": s.duration_s,
-            },
-            "last_success": None
-            if s is None or s.success_finished is None
-            else {
-                "run_id": s.success_run_id,
-                "started": s.success_started,
-                "finished": s.success_finished,
-                "duration_s": s.success_duration_s,
-            },
-            "next_fire": None if self.next_fire is None else self.next_fire._asdict(),
-            "running": self.running,
-        }
+# A due slot is handled, and its next fire written, within milliseconds of the slot.
+_STALE_S = 5.0
 
 
 def daemon_alive(info: Mapping[str, Any] | None, boot: str | None) -> bool:
@@ -89,39 +47,19 @@ def daemon_alive(info: Mapping[str, Any] | None, boot: str | None) -> bool:
     return True
 
 
-def status_rows(
-    jobs: Mapping[str, Job],
-    summaries: Mapping[str, Summary],
-    now: datetime,
-    *,
-    alive: bool,
-) -> list[StatusRow]:
-    """One row a job of the file, in the file's order, next fires computed from `now`."""
-    rows = []
-    for name, job in jobs.items():
-        summary = summaries.get(name)
-        nxt = None
-        if job.enabled:
-            with contextlib.suppress(StopIteration):
-                fire = job.make_timing().next_after(now)
-                nxt = NextFire(iso_utc(fire.at), fire.local.isoformat(), fire.note)
-        running = alive and _open(summary)
-        rows.append(StatusRow(name, job.enabled, job.schedule_text, summary, nxt, running))
-    return rows
+def alive_of(reader: state.Reader) -> bool:
+    """Whether the daemon that writes `reader`'s store runs now."""
+    info = reader.get_meta("daemon")
+    try:
+        return daemon_alive(json.loads(info) if info else None, state.boot_id())
+    except ValueError:
+        return False
 
 
-def _open(summary: Summary | None) -> bool:
-    return summary is not None and summary.run_id is not None and summary.finished is None
-
-
-# A due slot is handled, and its next fire written, within milliseconds of the slot.
-_STALE_S = 5.0
-
-
-def quick_rows(path: Path, flag: str | None, now: datetime) -> list[StatusRow] | None:
-    """The rows without loading the file, when that gives the same answer: the daemon
-    that is running on the store has loaded exactly these bytes (their sha256 is the
-    view's), so its view of the jobs is the file's. None otherwise: load the file.
+def quick(path: Path, flag: str | None, now: datetime, *, as_json: bool) -> str | None:
+    """Status without loading the file, when that gives the same answer: the daemon that
+    is running on the store has loaded exactly these bytes (their sha256 is its view's),
+    so its view of the jobs is the file's. None otherwise: load the file (`for_file`).
 
     Where the store is: `--state-dir`, else the file's `daemon.state_dir` as read from
     that one block of the file, else the default. A misreading can only find no store, or
@@ -132,38 +70,56 @@ def quick_rows(path: Path, flag: str | None, now: datetime) -> list[StatusRow] |
     except (OSError, state.StateError):
         return None
     try:
-        found = _current_view(reader, hashlib.sha256(raw).hexdigest())
+        if reader.get_meta("view_sha256") != hashlib.sha256(raw).hexdigest():
+            return None
+        if not alive_of(reader) or reader.view_is_behind(now.timestamp() - _STALE_S):
+            return None  # the daemon is gone, or behind (stopped, stalled)
+        return _render(reader, "view", alive=True, as_json=as_json)
+    except state.StateError:
+        return None
     finally:
         reader.close()
-    if found is None:
-        return None
-    view, summaries = found
-    rows = []
-    oldest = now.timestamp() - _STALE_S
-    for v in view:
-        if v.next_at is not None and v.next_at < oldest:
-            return None  # the daemon is behind (stopped, stalled): ask the file instead
-        nxt = None
-        if v.next_text is not None and v.next_local is not None:
-            nxt = NextFire(v.next_text, v.next_local, v.next_note)
-        summary = summaries.get(v.job)
-        rows.append(StatusRow(v.job, v.enabled, v.schedule, summary, nxt, _open(summary)))
-    return rows
 
 
-def _current_view(
-    reader: state.Reader, digest: str
-) -> tuple[list[state.ViewRow], dict[str, Summary]] | None:
-    """The view and the summaries, if a live daemon published the view for `digest`."""
-    try:
-        if reader.get_meta("view_sha256") != digest:
-            return None
-        info = reader.get_meta("daemon")
-        if not daemon_alive(json.loads(info) if info else None, state.boot_id()):
-            return None
-        return reader.view(), reader.summaries()
-    except (state.StateError, ValueError):
-        return None
+def for_file(
+    jobs: Mapping[str, Job],
+    reader: state.Reader | None,
+    now: datetime,
+    *,
+    alive: bool,
+    as_json: bool,
+) -> str:
+    """Status of the file's jobs, next fires computed from `now`, history from `reader`
+    (or none)."""
+    reader = reader or state.Reader.empty()
+    view = reader.file_view(_view_rows(jobs, now))
+    return _render(reader, view, alive=alive, as_json=as_json)
+
+
+def _view_rows(jobs: Mapping[str, Job], now: datetime) -> Iterable[state.ViewRow]:
+    for name, job in jobs.items():
+        fire = None
+        if job.enabled:
+            with contextlib.suppress(StopIteration):
+                fire = job.make_timing().next_after(now)
+        if fire is None:
+            yield state.ViewRow(name, job.enabled, job.schedule_text, None, None, None, None)
+        else:
+            yield state.ViewRow(
+                name,
+                job.enabled,
+                job.schedule_text,
+                fire.at.timestamp(),
+                iso_utc(fire.at),
+                fire.local.isoformat(),
+                fire.note,
+            )
+
+
+def _render(reader: state.Reader, view: str, *, alive: bool, as_json: bool) -> str:
+    if as_json:
+        return "\n".join(reader.status_json(alive=alive, view=view))
+    return format_status(reader.status_rows(view=view), alive=alive)
 
 
 def _state_dir_hint(raw: bytes) -> str | None:
@@ -191,7 +147,7 @@ def _state_dir_hint(raw: bytes) -> str | None:
 
 
 def _when(when: datetime | str | None) -> str:
-    """To the second: a table is for reading (--json has the milliseconds)."""
+    """To the second: a table is for reading (--json has the microseconds)."""
     if when is None:
         return "-"
     text = when if isinstance(when, str) else iso_utc(when)
@@ -215,41 +171,32 @@ def _table(header: Sequence[str], lines: Iterable[Sequence[str]]) -> str:
     )
 
 
-def format_status(rows: Sequence[StatusRow]) -> str:
+def format_status(rows: Sequence[state.StatusRow], *, alive: bool) -> str:
     header = ("JOB", "SCHEDULE", "LAST RUN", "OUTCOME", "DURATION", "LAST SUCCESS", "NEXT FIRE")
     lines = []
     for row in rows:
-        s = row.summary
-        if row.running:
-            outcome = "running"
-        elif _open(s):
-            outcome = "lost?"  # open, and the daemon that ran it is gone
-        else:
-            outcome = "-" if s is None or s.outcome is None else s.outcome
+        # An open attempt is running, or was left open by a daemon that is gone.
+        outcome = ("running" if alive else "lost?") if row.open else row.outcome or "-"
         if not row.enabled:
             nxt = "disabled"
-        elif row.next_fire is None:
+        elif row.next_text is None:
             nxt = "at next boot" if row.schedule == "@reboot" else "never"
         else:
-            nxt = _when(row.next_fire.at)
-            if row.next_fire.note:
-                nxt += f" ({row.next_fire.note})"
+            nxt = _when(row.next_text)
+            if row.next_note:
+                nxt += f" ({row.next_note})"
         lines.append(
             (
                 row.job,
                 row.schedule,
-                _when(s.started if s else None),
+                _when(row.started),
                 outcome,
-                _seconds(s.duration_s if s else None),
-                _when(s.success_finished if s else None),
+                _seconds(row.duration_s),
+                _when(row.success_finished),
                 nxt,
             )
         )
     return _table(header, lines)
-
-
-def format_status_json(rows: Sequence[StatusRow]) -> str:
-    return "\n".join(json.dumps(row.as_dict()) for row in rows)
 
 
 def format_history(attempts: Sequence[AttemptRow]) -> str:

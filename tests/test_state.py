@@ -196,17 +196,29 @@ def test_summaries_keep_the_last_success_beyond_the_history(tmp_path: Path) -> N
     assert running > 0
 
 
-def test_summary_instants_are_iso_text_to_the_millisecond(tmp_path: Path) -> None:
+def test_summary_instants_are_iso_text_as_the_events_write_them(tmp_path: Path) -> None:
     store = state.Store(tmp_path)
     started = T0 + timedelta(microseconds=1_234_567)
     row = store.start("a", run_id="r", slot=T0, attempt=1, started=started, cursor=T0)
     finish(store, row, "a", "success")
     a = state.Reader(tmp_path).summaries()["a"]
-    assert (a.slot, a.started, a.finished) == (
+    assert (a.slot, a.started, a.finished, a.success_started) == (
         "2026-03-01T12:00:00Z",
-        "2026-03-01T12:00:01.235Z",  # rounded to the nearest millisecond
+        "2026-03-01T12:00:01.234567Z",
         "2026-03-01T12:00:00Z",
+        "2026-03-01T12:00:01.234567Z",
     )
+
+
+def test_lost_runs_show_as_lost_in_the_summary(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    store.start("a", run_id="r", slot=T0, attempt=1, started=T0, cursor=T0)
+    store.close()
+    again = state.Store(tmp_path)
+    (lost,) = again.close_lost(T0 + timedelta(minutes=1))
+    assert lost.run_id == "r"
+    a = state.Reader(tmp_path).summaries()["a"]
+    assert (a.outcome, a.finished) == ("lost", "2026-03-01T12:01:00Z")
 
 
 def test_reader_refuses_a_missing_store_and_never_creates_one(tmp_path: Path) -> None:
