@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from crond.runner import Run, RunResult
 
 T = TypeVar("T")
+# Commits between checkpoints: a few pages each, so the WAL stays around a megabyte.
+_CHECKPOINT_EVERY = 200
 SCHEMA_VERSION = 1
 DB_NAME = "crond.sqlite3"
 LOCK_NAME = "crond.lock"  # flock'ed by the daemon using the store; holds its pid
@@ -421,6 +423,7 @@ class Store(_Reads):
         self.path = directory / DB_NAME
         self.history = history
         self.moved_aside: Path | None = None
+        self._commits = 0  # since the last checkpoint
         self._lock = self._take_lock()
         try:
             if aside and self.path.exists():
@@ -497,11 +500,19 @@ class Store(_Reads):
         os.close(self._lock)
 
     def checkpoint(self) -> None:
-        """Copy the WAL back into the file as far as readers allow (PASSIVE: never waits)."""
+        """Every `_CHECKPOINT_EVERY` commits: copy the WAL back into the file as far as
+        readers allow (PASSIVE: never waits), then write once, so that the WAL restarts
+        now. The first commit after a full checkpoint restarts the WAL, and that commit
+        measured 1-10 ms here (against 0.1 ms): paid by the heartbeat, not by the next
+        run's start. Not at every heartbeat: a job every minute would pay it each time."""
+        if self._commits < _CHECKPOINT_EVERY:
+            return
         try:
             self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except sqlite3.Error as exc:
             raise StateError(f"{self.path}: {exc}") from None
+        self.set_meta("checkpointed", str(self._commits))
+        self._commits = 0
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -511,6 +522,7 @@ class Store(_Reads):
             self._db.execute("BEGIN IMMEDIATE")
             yield self._db
             self._db.execute("COMMIT")
+            self._commits += 1
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
                 if self._db.in_transaction:

@@ -341,3 +341,17 @@ def test_start_many_records_a_wakes_runs_in_one_commit(tmp_path: Path) -> None:
     summaries = state.Reader(tmp_path).summaries()
     assert (summaries["a"].run_id, summaries["b"].run_id) == ("ra", "rb")
     assert summaries["a"].finished is None
+
+
+def test_checkpoints_come_every_so_many_commits_then_one_write(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    for i in range(5):
+        store.start("a", run_id=f"r{i}", slot=T0, attempt=1, started=T0, cursor=T0)
+    store.checkpoint()
+    assert store.get_meta("checkpointed") is None  # too few commits to bother
+    for i in range(300):
+        store.start("a", run_id=f"s{i}", slot=T0, attempt=1, started=T0, cursor=T0)
+    store.checkpoint()
+    assert store.get_meta("checkpointed") == "305"  # the write that restarts the WAL
+    db = sqlite3.connect(f"file:{tmp_path / state.DB_NAME}?mode=ro", uri=True)
+    assert db.execute("SELECT count(*) FROM attempts").fetchone() == (305,)
