@@ -385,18 +385,7 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
 
 def _view_row(entry: Entry) -> state.ViewRow:
     job = entry.job
-    fire = entry.next_fire if job.enabled else None
-    if fire is None:
-        return state.ViewRow(entry.name, job.enabled, job.schedule_text, None, None, None, None)
-    return state.ViewRow(
-        entry.name,
-        job.enabled,
-        job.schedule_text,
-        fire.at.timestamp(),
-        iso_utc(fire.at),
-        fire.local.isoformat(),
-        fire.note,
-    )
+    return state.view_row(entry.name, job.enabled, job.schedule_text, entry.next_fire)
 
 
 def load_file(path: Path) -> tuple[Config, str | None]:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from crond.clock import Clock
     from crond.runner import Run, RunResult
+    from crond.timing import Fire
 
 T = TypeVar("T")
 # Commits between checkpoints: a few pages each, so the WAL stays around a megabyte.
@@ -359,6 +360,16 @@ class ViewRow:
     next_text: str | None  # the same, as `clock.iso_utc` writes it
     next_local: str | None  # ISO-8601 in the job's zone
     next_note: str | None
+
+
+def view_row(name: str, enabled: bool, schedule: str, fire: Fire | None) -> ViewRow:
+    """A job's row of a view: what status shows of it besides the history."""
+    if fire is None or not enabled:
+        return ViewRow(name, enabled, schedule, None, None, None, None)
+    at = fire.at
+    return ViewRow(
+        name, enabled, schedule, at.timestamp(), iso_utc(at), fire.local.isoformat(), fire.note
+    )
 
 
 class Reader(_Reads):

@@ -102,18 +102,7 @@ def _view_rows(jobs: Mapping[str, Job], now: datetime) -> Iterable[state.ViewRow
         if job.enabled:
             with contextlib.suppress(StopIteration):
                 fire = job.make_timing().next_after(now)
-        if fire is None:
-            yield state.ViewRow(name, job.enabled, job.schedule_text, None, None, None, None)
-        else:
-            yield state.ViewRow(
-                name,
-                job.enabled,
-                job.schedule_text,
-                fire.at.timestamp(),
-                iso_utc(fire.at),
-                fire.local.isoformat(),
-                fire.note,
-            )
+        yield state.view_row(name, job.enabled, job.schedule_text, fire)
 
 
 def _render(reader: state.Reader, view: str, *, alive: bool, as_json: bool) -> str:
