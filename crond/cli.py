@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import json
+import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -291,7 +293,7 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     now = SystemClock().now()
     quick = view.quick(file, state_dir, now, as_json=as_json)
     if quick is not None:
-        click.echo(quick)
+        _write(quick)
         return
     cfg = _load_or_exit(file)
     reader, why = _open_reader(cfg, state_dir)
@@ -306,7 +308,19 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
             reader.close()
     if why:
         click.echo(f"crond: {why}", err=True)
-    click.echo(text)
+    _write(text)
+
+
+def _write(text: str) -> None:
+    """Print a large text (10,000 jobs' status is megabytes): click.echo would scan it all
+    for terminal escapes to strip (~15 ms); status prints none."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `crond status | head`
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
 
 
 @main.command()

@@ -14,7 +14,6 @@ import contextlib
 import fcntl
 import json
 import os
-import secrets
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -235,12 +234,8 @@ _SUMMARIES = f"SELECT {_SUMMARY_COLUMNS} FROM summary"  # noqa: S608  (constant 
 # the file) joined with the summaries. {view} is `view` or `temp.file_view`; ? is whether
 # the daemon that wrote the store runs (an open attempt is then running, else lost).
 _STATUS_JSON = """
-SELECT substr(v.head, 1, length(v.head) - 1)
-    || ',"last_run":' || coalesce(s.last_json, 'null')
-    || ',"last_success":' || coalesce(s.success_json, 'null')
-    || ',"next_fire":' || coalesce(v.next_json, 'null')
-    || ',"running":' || CASE WHEN ? AND s.run_id IS NOT NULL AND s.finished IS NULL
-        THEN 'true' ELSE 'false' END || '}'
+SELECT v.head, s.last_json, s.success_json, v.next_json,
+    s.run_id IS NOT NULL AND s.finished IS NULL
 FROM {view} v LEFT JOIN summary s ON s.job = v.job ORDER BY v.pos
 """
 _STATUS_ROWS = """
@@ -302,7 +297,14 @@ class _Reads:
 
     def status_json(self, *, alive: bool, view: str = "view") -> list[str]:
         """`crond status --json`: one JSON object a job, in the view's order."""
-        return [r[0] for r in self._all(_STATUS_JSON.replace("{view}", view), (alive,))]
+        running = ('"running":true}', '"running":false}')
+        return [
+            # The line's parts were built by SQLite when written; joined here, where it is
+            # cheaper than in SQL (10,000 lines of ~500 bytes).
+            f'{head[:-1]},"last_run":{last or "null"},"last_success":{success or "null"},'
+            f'"next_fire":{nxt or "null"},{running[0] if alive and is_open else running[1]}'
+            for head, last, success, nxt, is_open in self._all(_STATUS_JSON.replace("{view}", view))
+        ]
 
     def status_rows(self, *, view: str = "view") -> list[StatusRow]:
         """`crond status`: what the table shows of each job, in the view's order."""
@@ -463,7 +465,7 @@ class Store(_Reads):
 
     def _move_aside(self) -> None:
         """Keep the evidence under another name, with its -wal and -shm."""
-        aside = self.path.with_name(f"{DB_NAME}.corrupt-{secrets.token_hex(4)}")
+        aside = self.path.with_name(f"{DB_NAME}.corrupt-{os.urandom(4).hex()}")
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(OSError):
                 Path(f"{self.path}{suffix}").rename(f"{aside}{suffix}")
