@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from typing import Any, Literal, TextIO
 
@@ -44,6 +45,28 @@ def _render_json(_: WrappedLogger, __: str, event_dict: EventDict) -> str:
     return _JSON.encode(event_dict)
 
 
+# syslog priorities: journald reads a `<N>` at the start of a line on a stream it owns
+# (SyslogLevelPrefix=, on by default), strips it, and files the line at that priority.
+_PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
+
+
+def _render_json_for_journal(_: WrappedLogger, __: str, event_dict: EventDict) -> str:
+    """JSON with its syslog priority in front, for journald: `journalctl -p err` then
+    shows failed runs, reload failures and store errors, and nothing else."""
+    return f"<{_PRIORITY.get(event_dict.get('level', 'info'), 6)}>" + _JSON.encode(event_dict)
+
+
+def writes_to_journal(stream: TextIO) -> bool:
+    """Whether `stream` is systemd's journal stream for this service ($JOURNAL_STREAM
+    names its device and inode; a pipe or file that replaced it does not match)."""
+    expected = os.environ.get("JOURNAL_STREAM", "")
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError):
+        return False
+    return bool(expected) and expected == f"{st.st_dev}:{st.st_ino}"
+
+
 def _order(_: WrappedLogger, __: str, event_dict: EventDict) -> EventDict:
     """timestamp, level and event first: a human reading raw JSON lines finds them at once."""
     head = {k: event_dict.pop(k) for k in ("timestamp", "level", "event") if k in event_dict}
@@ -67,7 +90,7 @@ def configure(
     out = stream if stream is not None else sys.stderr
     chosen = choose_format(fmt, out)
     renderer: Any = (
-        _render_json
+        (_render_json_for_journal if writes_to_journal(out) else _render_json)
         if chosen == "json"
         else structlog.dev.ConsoleRenderer(colors=out.isatty(), sort_keys=False)
     )
