@@ -166,6 +166,8 @@ class Daemon:
             )
         self.recorder.store = store
         self.recorder.corrupt = False
+        if self.recorder.degraded:
+            self.log.info("state.recovered")
         self.recorder.degraded = False
         self.log.info("state.opened", path=str(store.path))
         info = {
@@ -187,6 +189,12 @@ class Daemon:
         )
 
     def _after_tick(self, due: list[Entry], cursors: list[tuple[str, datetime]]) -> None:
+        """The store's copy of the moved next fires and cursors: on the loop's next turn,
+        after the runs this wake started have settled (their `job.started`, their pipes)."""
+        if self.recorder.store is not None:
+            asyncio.get_running_loop().call_soon(self._update_view, due, cursors)
+
+    def _update_view(self, due: list[Entry], cursors: list[tuple[str, datetime]]) -> None:
         self.recorder.update_view([_view_row(entry) for entry in due], cursors)
 
     def _resume(self) -> dict[str, datetime]:
@@ -297,7 +305,8 @@ class Daemon:
         self.log.info(
             "config.reloaded", added=diff.added, removed=diff.removed, changed=diff.changed
         )
-        self._publish()  # for `crond status`, once the new jobs are scheduled
+        # For `crond status`, once the new jobs are scheduled: after the loop's next wake.
+        asyncio.get_running_loop().call_soon(self._publish)
 
     def _on_stop(self, signum: int) -> None:
         self._signals += 1
@@ -351,7 +360,7 @@ class Daemon:
                     tzdata=tzdata_version(),
                 )
                 self.notifier.ready(f"{len(self.cfg.jobs)} jobs")
-                self._publish()
+                asyncio.get_running_loop().call_soon(self._publish)  # after the first wake
                 await self.loop.run()
         finally:
             for signum in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):

@@ -202,7 +202,17 @@ _SELECT = (
 
 
 class StateError(Exception):
-    """The store could not do what was asked; the message says why."""
+    """The store could not do what was asked; the message says why. `corrupt`: SQLite
+    said the file is damaged (the daemon then moves it aside and starts afresh)."""
+
+    def __init__(self, message: str, *, corrupt: bool = False) -> None:
+        super().__init__(message)
+        self.corrupt = corrupt
+
+
+def _failure(path: Path, exc: sqlite3.Error) -> StateError:
+    corrupt = isinstance(exc, sqlite3.DatabaseError) and _is_corrupt(exc)
+    return StateError(f"{path}: {exc}", corrupt=corrupt)
 
 
 class Summary(NamedTuple):
@@ -271,7 +281,7 @@ class _Reads:
         try:
             return self._db.execute(query, params).fetchall()
         except sqlite3.Error as exc:
-            raise StateError(f"{self.path}: {exc}") from None
+            raise _failure(self.path, exc) from None
 
     def last(self, job: str, *, outcome: str | None = None) -> AttemptRow | None:
         query = _SELECT + " WHERE job = ?"
@@ -335,20 +345,12 @@ class _Reads:
                   r.next_note) for i, r in enumerate(rows)),
             )  # fmt: skip
         except sqlite3.Error as exc:
-            raise StateError(f"{self.path}: {exc}") from None
+            raise _failure(self.path, exc) from None
         return "temp.file_view"
 
     def get_meta(self, key: str) -> str | None:
         rows = self._all("SELECT value FROM meta WHERE key = ?", (key,))
         return str(rows[0][0]) if rows else None
-
-    def view(self) -> list[ViewRow]:
-        """The daemon's jobs in the file's order (see the `view` table)."""
-        rows = self._all(
-            "SELECT job, enabled, schedule, next_at, next_text, next_local, next_note "
-            "FROM view ORDER BY pos"
-        )
-        return [ViewRow(r[0], bool(r[1]), r[2], r[3], r[4], r[5], r[6]) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -394,7 +396,7 @@ class Reader(_Reads):
             # not write the directory cannot make one: read the file as it is on disk
             # (nobody is writing it, or the -shm would be there).
             if "readonly" not in str(exc) and "unable to open" not in str(exc):
-                raise StateError(f"{self.path}: {exc}") from None
+                raise _failure(self.path, exc) from None
             try:
                 self._db = self._connect("mode=ro&immutable=1")
             except sqlite3.Error as again:
@@ -478,12 +480,12 @@ class Store(_Reads):
             return self._connect()
         except sqlite3.DatabaseError as exc:
             if not _is_corrupt(exc) or not self.path.exists():
-                raise StateError(f"{self.path}: {exc}") from None
+                raise _failure(self.path, exc) from None
         self._move_aside()  # corrupt: keep the evidence, start afresh
         try:
             return self._connect()
         except sqlite3.DatabaseError as exc:
-            raise StateError(f"{self.path}: {exc}") from None
+            raise _failure(self.path, exc) from None
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0)
@@ -521,7 +523,7 @@ class Store(_Reads):
         try:
             self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except sqlite3.Error as exc:
-            raise StateError(f"{self.path}: {exc}") from None
+            raise _failure(self.path, exc) from None
         self.set_meta("checkpointed", str(self._commits))
         self._commits = 0
 
@@ -539,7 +541,7 @@ class Store(_Reads):
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.Error):
-                raise StateError(f"{self.path}: {exc}") from None
+                raise _failure(self.path, exc) from None
             if isinstance(exc, (TypeError, ValueError, OverflowError)):
                 raise StateError(f"{self.path}: unexpected data ({exc})") from None
             raise
@@ -556,11 +558,7 @@ class Store(_Reads):
     def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
         """Move cursors forward (never back), in one commit."""
         with self._transaction() as db:
-            db.executemany(
-                "INSERT INTO cursors VALUES (?, ?) ON CONFLICT(job) DO UPDATE SET "
-                "cursor = max(cursor, excluded.cursor)",
-                [(job, _ts(cursor)) for job, cursor in cursors],
-            )
+            _move_cursors(db, cursors)
 
     def start(
         self,
@@ -575,42 +573,19 @@ class Store(_Reads):
         """Record an attempt as started and move the job's cursor, in one commit.
         Call before spawning. Returns the row's id, for `finish`."""
         with self._transaction() as db:
-            db.execute(
-                "INSERT INTO cursors VALUES (?, ?) ON CONFLICT(job) DO UPDATE SET "
-                "cursor = max(cursor, excluded.cursor)",
-                (job, _ts(cursor)),
-            )
-            row = db.execute(
-                "INSERT INTO attempts (run_id, job, slot, attempt, started) VALUES (?, ?, ?, ?, ?)",
-                (run_id, job, _ts(slot), attempt, _ts(started)),
-            )
-            assert row.lastrowid is not None
-            _summary_started(db, job, row.lastrowid, run_id, slot, attempt, started)
-            return row.lastrowid
+            _move_cursors(db, [(job, cursor)])
+            return _record_start(db, job, run_id, slot, attempt, started)
 
     def start_many(
         self, starts: Sequence[tuple[str, str, datetime]], started: datetime
     ) -> list[int]:
         """`start` for many first attempts (job, run id, slot) at once, in one commit:
         what one wake starts. Returns their row ids, in order."""
-        ids = []
         with self._transaction() as db:
-            for job, run_id, slot in starts:
-                ts = _ts(slot)
-                db.execute(
-                    "INSERT INTO cursors VALUES (?, ?) ON CONFLICT(job) DO UPDATE SET "
-                    "cursor = max(cursor, excluded.cursor)",
-                    (job, ts),
-                )
-                row = db.execute(
-                    "INSERT INTO attempts (run_id, job, slot, attempt, started) "
-                    "VALUES (?, ?, ?, 1, ?)",
-                    (run_id, job, ts, _ts(started)),
-                )
-                assert row.lastrowid is not None
-                _summary_started(db, job, row.lastrowid, run_id, slot, 1, started)
-                ids.append(row.lastrowid)
-        return ids
+            _move_cursors(db, [(job, slot) for job, _, slot in starts])
+            return [
+                _record_start(db, job, run_id, slot, 1, started) for job, run_id, slot in starts
+            ]
 
     def finish(
         self,
@@ -714,11 +689,29 @@ class Store(_Reads):
                 "WHERE job = ?",
                 [(r.next_at, r.next_text, r.next_local, r.next_note, r.job) for r in moved],
             )
-            db.executemany(
-                "INSERT INTO cursors VALUES (?, ?) ON CONFLICT(job) DO UPDATE SET "
-                "cursor = max(cursor, excluded.cursor)",
-                [(job, _ts(cursor)) for job, cursor in cursors],
-            )
+            _move_cursors(db, cursors)
+
+
+def _move_cursors(db: sqlite3.Connection, cursors: Sequence[tuple[str, datetime]]) -> None:
+    """Cursors forward, never back."""
+    db.executemany(
+        "INSERT INTO cursors VALUES (?, ?) ON CONFLICT(job) DO UPDATE SET "
+        "cursor = max(cursor, excluded.cursor)",
+        [(job, _ts(cursor)) for job, cursor in cursors],
+    )
+
+
+def _record_start(  # noqa: PLR0917  (the row's columns, in order)
+    db: sqlite3.Connection, job: str, run_id: str, slot: datetime, attempt: int, started: datetime
+) -> int:
+    """An attempt's `started` row, and the job's summary showing it open."""
+    row = db.execute(
+        "INSERT INTO attempts (run_id, job, slot, attempt, started) VALUES (?, ?, ?, ?, ?)",
+        (run_id, job, _ts(slot), attempt, _ts(started)),
+    )
+    assert row.lastrowid is not None
+    _summary_started(db, job, row.lastrowid, run_id, slot, attempt, started)
+    return row.lastrowid
 
 
 def _summary_started(  # noqa: PLR0917  (the row's columns, in order)
@@ -801,7 +794,7 @@ class StoreRecorder:
 
     def failed(self, exc: Exception, event: str = "state.write_failed") -> None:
         self.degraded = True
-        if "malformed" in str(exc) or "not a database" in str(exc):
+        if isinstance(exc, StateError) and exc.corrupt:
             self.corrupt = True
         now = self.clock.monotonic()
         if self._logged_at is None or now - self._logged_at >= self.quiet:

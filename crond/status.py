@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from crond import state
 from crond.clock import iso_utc
-from crond.state import AttemptRow
 
 if TYPE_CHECKING:
     from crond.config import Job  # not at run time: pydantic is slow to import
 
-__all__ = ["daemon_alive", "for_file", "format_history", "format_history_json", "quick"]
+__all__ = ["alive_of", "daemon_alive", "for_file", "format_history", "format_history_json", "quick"]
 
 # A due slot is handled, and its next fire written, within milliseconds of the slot.
 _STALE_S = 5.0
@@ -188,7 +187,7 @@ def format_status(rows: Sequence[state.StatusRow], *, alive: bool) -> str:
     return _table(header, lines)
 
 
-def format_history(attempts: Sequence[AttemptRow]) -> str:
+def format_history(attempts: Sequence[state.AttemptRow]) -> str:
     """Oldest first: one line an attempt, then its output tail indented."""
     out = []
     for a in attempts:
@@ -202,5 +201,5 @@ def format_history(attempts: Sequence[AttemptRow]) -> str:
     return "\n".join(out)
 
 
-def format_history_json(attempts: Sequence[AttemptRow]) -> str:
+def format_history_json(attempts: Sequence[state.AttemptRow]) -> str:
     return "\n".join(json.dumps(a.as_dict()) for a in attempts)
