@@ -801,23 +801,28 @@ class StoreRecorder:
             self._logged_at = now
             self.log.error(event, error=str(exc))
 
-    def _ok(self) -> None:
+    def _write(self, write: Callable[[Store], T]) -> T | None:
+        """One write to the store, if there is one: its result, or None (logged, and the
+        store marked degraded) when it failed. A write that works ends a degraded spell."""
+        if self.store is None:
+            return None
+        try:
+            result = write(self.store)
+        except StateError as exc:
+            self.failed(exc)
+            return None
         if self.degraded:
             self.degraded = False
             self.log.info("state.recovered")
+        return result
 
     def prepare(self, starts: Sequence[tuple[str, str, datetime]]) -> None:
         """Record the first attempts of a wake's runs (job, run id, slot) in one commit,
         before any of them is spawned; each run's `started` then finds its row."""
-        if self.store is None or not starts:
+        if not starts:
             return
-        try:
-            ids = self.store.start_many(starts, self.clock.now())
-        except StateError as exc:
-            self.failed(exc)
-            return
-        self._ok()
-        for (_, run_id, _), row_id in zip(starts, ids, strict=True):
+        ids = self._write(lambda store: store.start_many(starts, self.clock.now()))
+        for (_, run_id, _), row_id in zip(starts, ids or [], strict=False):
             self._prepared[run_id] = row_id
 
     def started(self, run: Run, attempt: int) -> object:
@@ -825,10 +830,8 @@ class StoreRecorder:
             prepared = self._prepared.pop(run.run_id, None)
             if prepared is not None:
                 return prepared
-        if self.store is None:
-            return None
-        try:
-            token = self.store.start(
+        return self._write(
+            lambda store: store.start(
                 run.job,
                 run_id=run.run_id,
                 slot=run.slot,
@@ -836,17 +839,13 @@ class StoreRecorder:
                 started=self.clock.now(),
                 cursor=run.slot,
             )
-        except StateError as exc:
-            self.failed(exc)
-            return None
-        self._ok()
-        return token
+        )
 
     def finished(self, token: object, run: Run, result: RunResult, tail: Sequence[str]) -> None:
-        if self.store is None or not isinstance(token, int):
+        if not isinstance(token, int):
             return
-        try:
-            self.store.finish(
+        self._write(
+            lambda store: store.finish(
                 token,
                 job=run.job,
                 run_id=run.run_id,
@@ -857,35 +856,18 @@ class StoreRecorder:
                 output=tail,
                 keep=self.history.get(run.job),
             )
-        except StateError as exc:
-            self.failed(exc)
-        else:
-            self._ok()
+        )
 
     def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
-        if self.store is None:
-            return
-        try:
-            self.store.publish_view(rows, digest)
-        except StateError as exc:
-            self.failed(exc)
+        self._write(lambda store: store.publish_view(rows, digest))
 
     def update_view(
         self, moved: Sequence[ViewRow], cursors: Sequence[tuple[str, datetime]]
     ) -> None:
         """After a wake: next fires that moved, and cursors that moved with no run started
         (slots missed or skipped: a restart must not take them for downtime)."""
-        if self.store is None or not (moved or cursors):
-            return
-        try:
-            self.store.update_view(moved, cursors)
-        except StateError as exc:
-            self.failed(exc)
+        if moved or cursors:
+            self._write(lambda store: store.update_view(moved, cursors))
 
     def mark(self, key: str, value: str) -> None:
-        if self.store is None:
-            return
-        try:
-            self.store.set_meta(key, value)
-        except StateError as exc:
-            self.failed(exc)
+        self._write(lambda store: store.set_meta(key, value))
