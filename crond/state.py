@@ -33,26 +33,53 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 # Commits between checkpoints: a few pages each, so the WAL stays around a megabyte.
 _CHECKPOINT_EVERY = 200
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "crond.sqlite3"
 LOCK_NAME = "crond.lock"  # flock'ed by the daemon using the store; holds its pid
 # The daemon's view of its jobs (table `view`), or one made for a file (`temp.file_view`).
 _VIEW_COLUMNS = """(
-    job TEXT PRIMARY KEY,
-    pos INTEGER NOT NULL,
+    pos INTEGER PRIMARY KEY,  -- the file's order: the rowid, so reading in order is a scan
+    job TEXT NOT NULL UNIQUE,
     enabled INTEGER NOT NULL,
     schedule TEXT NOT NULL,
     next_at REAL,
     next_text TEXT,
     next_local TEXT,
     next_note TEXT,
+    -- The job's summary as `crond status` shows it, copied here by the summary table's
+    -- triggers (and when the view is made): status then reads this one table, in order,
+    -- instead of joining 10,000 rows by name (most of its time).
+    started TEXT,
+    finished TEXT,
+    outcome TEXT,
+    duration_s REAL,
+    success_finished TEXT,
+    last_json TEXT,
+    success_json TEXT,
+    open INTEGER NOT NULL DEFAULT 0,  -- the newest attempt has not finished
     head TEXT GENERATED ALWAYS AS (json_object('job', job,
         'enabled', json(CASE WHEN enabled THEN 'true' ELSE 'false' END),
-        'schedule', schedule)) STORED,
+        'schedule', schedule)) VIRTUAL,
     next_json TEXT GENERATED ALWAYS AS (CASE WHEN next_text IS NULL THEN NULL ELSE
-        json_object('at', next_text, 'local', next_local, 'note', next_note) END) STORED
+        json_object('at', next_text, 'local', next_local, 'note', next_note) END) VIRTUAL,
+    -- `crond status --json`'s whole line, made by SQLite when the row is written (the
+    -- parts above are not kept: reading the lines reads every byte of the rows).
+    line TEXT GENERATED ALWAYS AS (substr(head, 1, length(head) - 1) || ',"last_run":'
+        || coalesce(last_json, 'null') || ',"last_success":' || coalesce(success_json, 'null')
+        || ',"next_fire":' || coalesce(next_json, 'null')
+        || CASE WHEN open THEN ',"running":true}' ELSE ',"running":false}' END) STORED
 )"""
-_SCHEMA = """
+# What the view copies of a job's summary (the triggers below, and `_VIEW_INSERT`).
+_VIEW_SUMMARY = "started, finished, outcome, duration_s, success_finished, last_json, success_json"
+_SUMMARY_TO_VIEW = """
+CREATE TRIGGER IF NOT EXISTS summary_{when} AFTER {when} ON summary BEGIN
+    UPDATE view SET ({view_summary}, open) = (NEW.started, NEW.finished, NEW.outcome,
+        NEW.duration_s, NEW.success_finished, NEW.last_json, NEW.success_json,
+        NEW.run_id IS NOT NULL AND NEW.finished IS NULL) WHERE job = NEW.job;
+END;
+""".replace("{view_summary}", _VIEW_SUMMARY)
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cursors (job TEXT PRIMARY KEY, cursor REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS attempts (
@@ -102,7 +129,20 @@ CREATE TABLE IF NOT EXISTS summary (
 -- file again: written at each load (with the file's sha256 in meta `view_sha256`), next
 -- fires updated as they move.
 CREATE TABLE IF NOT EXISTS view {view_columns};
+-- Whether the view is behind (a stalled daemon): the earliest next fire, without a scan.
+CREATE INDEX IF NOT EXISTS view_next ON view (next_at);
 """.replace("{view_columns}", _VIEW_COLUMNS)
+    + "".join(_SUMMARY_TO_VIEW.replace("{when}", when) for when in ("INSERT", "UPDATE"))
+)
+
+# A view row (the job's place in the file, its schedule and next fire) with its summary,
+# as one row of `executemany`: `{view}` is `view` or `temp.file_view`.
+_VIEW_INSERT = (
+    "INSERT INTO {view} (pos, job, enabled, schedule, next_at, next_text, next_local, "  # noqa: S608
+    f"next_note, {_VIEW_SUMMARY}, open) SELECT v.*, s.{_VIEW_SUMMARY.replace(', ', ', s.')}, "
+    "s.run_id IS NOT NULL AND s.finished IS NULL FROM (SELECT ?, ? AS job, ?, ?, ?, ?, ?, ?) v "
+    "LEFT JOIN summary s ON s.job = v.job"
+)
 
 
 def default_dir(environ: dict[str, str] | None = None) -> Path:
@@ -240,18 +280,13 @@ _SUMMARY_COLUMNS = (
 )
 _SUMMARIES = f"SELECT {_SUMMARY_COLUMNS} FROM summary"  # noqa: S608  (constant text)
 
-# `crond status`, one line a job, made by SQLite: the view (the daemon's, or one made for
-# the file) joined with the summaries. {view} is `view` or `temp.file_view`; ? is whether
-# the daemon that wrote the store runs (an open attempt is then running, else lost).
-_STATUS_JSON = """
-SELECT v.head, s.last_json, s.success_json, v.next_json,
-    s.run_id IS NOT NULL AND s.finished IS NULL
-FROM {view} v LEFT JOIN summary s ON s.job = v.job ORDER BY v.pos
-"""
+# `crond status`, every job in the view's order, read from the view alone. {view} is
+# `view` or `temp.file_view`. --json: the lines SQLite made, joined by SQLite (one string).
+_STATUS_JSON = "SELECT group_concat(line, char(10)) FROM (SELECT line FROM {view} ORDER BY pos)"
 _STATUS_ROWS = """
-SELECT v.job, v.enabled, v.schedule, v.next_text, v.next_note, s.started, s.finished,
-    s.outcome, s.duration_s, s.success_finished, s.run_id IS NOT NULL AND s.finished IS NULL
-FROM {view} v LEFT JOIN summary s ON s.job = v.job ORDER BY v.pos
+SELECT job, enabled, schedule, next_text, next_note, started, finished, outcome, duration_s,
+    success_finished, open
+FROM {view} ORDER BY pos
 """
 
 
@@ -305,16 +340,14 @@ class _Reads:
         rows = self._all(_SUMMARIES)
         return _decoded(self.path, lambda: {r[0]: Summary(*r) for r in rows})
 
-    def status_json(self, *, alive: bool, view: str = "view") -> list[str]:
-        """`crond status --json`: one JSON object a job, in the view's order."""
-        running = ('"running":true}', '"running":false}')
-        return [
-            # The line's parts were built by SQLite when written; joined here, where it is
-            # cheaper than in SQL (10,000 lines of ~500 bytes).
-            f'{head[:-1]},"last_run":{last or "null"},"last_success":{success or "null"},'
-            f'"next_fire":{nxt or "null"},{running[0] if alive and is_open else running[1]}'
-            for head, last, success, nxt, is_open in self._all(_STATUS_JSON.replace("{view}", view))
-        ]
+    def status_json(self, *, alive: bool, view: str = "view") -> str:
+        """`crond status --json`: one JSON object a job, a line each, in the view's order.
+        `alive`: whether the daemon that wrote the store runs; if not, nothing is running
+        (an open attempt is a lost one)."""
+        rows = self._all(_STATUS_JSON.replace("{view}", view))
+        text: str = rows[0][0] or ""
+        # `,"running":true}` can only be a line's end: inside a JSON string, " is escaped.
+        return text if alive else text.replace(',"running":true}', ',"running":false}')
 
     def status_rows(self, *, view: str = "view") -> list[StatusRow]:
         """`crond status`: what the table shows of each job, in the view's order."""
@@ -338,12 +371,7 @@ class _Reads:
         try:
             self._db.execute("DROP TABLE IF EXISTS temp.file_view")
             self._db.execute("CREATE TEMP TABLE file_view " + _VIEW_COLUMNS)
-            self._db.executemany(
-                "INSERT INTO temp.file_view (job, pos, enabled, schedule, next_at, next_text, "
-                "next_local, next_note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                ((r.job, i, int(r.enabled), r.schedule, r.next_at, r.next_text, r.next_local,
-                  r.next_note) for i, r in enumerate(rows)),
-            )  # fmt: skip
+            self._db.executemany(_VIEW_INSERT.replace("{view}", "temp.file_view"), _values(rows))
         except sqlite3.Error as exc:
             raise _failure(self.path, exc) from None
         return "temp.file_view"
@@ -497,6 +525,7 @@ class Store(_Reads):
             # Checkpoints are the heartbeat's (`checkpoint`), not the start path's: SQLite
             # would otherwise copy the WAL back inside whichever commit crossed 1,000 pages.
             db.execute("PRAGMA wal_autocheckpoint=0")
+            _upgrade(db)
             _check_schema(db, self.path, empty_ok=True)
             db.executescript(_SCHEMA)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
@@ -665,15 +694,8 @@ class Store(_Reads):
         the sha256 of the file's bytes (None: unknown, and no status will trust it)."""
         with self._transaction() as db:
             db.execute("DELETE FROM view")
-            db.executemany(
-                "INSERT INTO view (job, pos, enabled, schedule, next_at, next_text, next_local, "
-                "next_note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (  # a generator: the 10,000 rows of a big file are never all in memory
-                    (r.job, i, int(r.enabled), r.schedule, r.next_at, r.next_text, r.next_local,
-                     r.next_note)
-                    for i, r in enumerate(rows)
-                ),
-            )  # fmt: skip
+            # A generator: the 10,000 rows of a big file are never all in memory.
+            db.executemany(_VIEW_INSERT.replace("{view}", "view"), _values(rows))
             db.execute("INSERT OR REPLACE INTO meta VALUES ('view_sha256', ?)", (digest or "",))
 
     def update_view(
@@ -690,6 +712,13 @@ class Store(_Reads):
                 [(r.next_at, r.next_text, r.next_local, r.next_note, r.job) for r in moved],
             )
             _move_cursors(db, cursors)
+
+
+def _values(rows: Iterable[ViewRow]) -> Iterator[tuple[Any, ...]]:
+    """View rows as `_VIEW_INSERT`'s parameters, numbered in order."""
+    for i, r in enumerate(rows):
+        yield (i, r.job, int(r.enabled), r.schedule, r.next_at, r.next_text, r.next_local,
+               r.next_note)  # fmt: skip
 
 
 def _move_cursors(db: sqlite3.Connection, cursors: Sequence[tuple[str, datetime]]) -> None:
@@ -731,6 +760,21 @@ def _summary_started(  # noqa: PLR0917  (the row's columns, in order)
         "started = excluded.started, finished = NULL, outcome = NULL, exit_code = NULL, "
         "duration_s = NULL",
         (job, row_id, run_id, iso_utc(slot), attempt, iso_utc(started)),
+    )
+
+
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Schema 1 (crond before the view held the summaries) -> 2: the view is derived data,
+    rebuilt at every load, so it is dropped and made again (by `_SCHEMA`) empty."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "meta" not in tables:
+        return
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    if row is None or row[0] != "1":
+        return
+    db.executescript(
+        "BEGIN; DROP TABLE IF EXISTS view; UPDATE meta SET value = '2' WHERE key = 'schema'; "
+        "UPDATE meta SET value = '' WHERE key = 'view_sha256'; COMMIT;"
     )
 
 

@@ -106,7 +106,7 @@ def _view_rows(jobs: Mapping[str, Job], now: datetime) -> Iterable[state.ViewRow
 
 def _render(reader: state.Reader, view: str, *, alive: bool, as_json: bool) -> str:
     if as_json:
-        return "\n".join(reader.status_json(alive=alive, view=view))
+        return reader.status_json(alive=alive, view=view)
     return format_status(reader.status_rows(view=view), alive=alive)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -255,11 +256,89 @@ def test_a_store_of_another_schema_is_refused_not_misread(tmp_path: Path) -> Non
     state.Store(tmp_path).close()
     db = sqlite3.connect(tmp_path / state.DB_NAME)
     with db:
-        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+        db.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
     db.close()
     for open_it in (state.Store, state.Reader):
-        with pytest.raises(state.StateError, match=r"another version of crond \(schema 2"):
+        with pytest.raises(state.StateError, match=r"another version of crond \(schema 99"):
             open_it(tmp_path)
+
+
+# Schema 1, as the first release with a store wrote it: the view without the summaries.
+_SCHEMA_1_VIEW = """CREATE TABLE view (job TEXT PRIMARY KEY, pos INTEGER NOT NULL,
+    enabled INTEGER NOT NULL, schedule TEXT NOT NULL, next_at REAL, next_text TEXT,
+    next_local TEXT, next_note TEXT)"""
+
+
+def test_a_schema_1_store_is_upgraded_keeping_history_and_cursors(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    row = store.start("a", run_id="r1", slot=t0, attempt=1, started=t0, cursor=t0)
+    store.finish(row, job="a", finished=t0, outcome="success", exit_code=0, duration_s=1.0,
+                 output=["hi"])  # fmt: skip
+    store.close()
+    db = sqlite3.connect(tmp_path / state.DB_NAME)
+    with db:  # back to schema 1: its view, no triggers, and a view the daemon published
+        db.execute("DROP TABLE view")
+        db.execute("DROP TRIGGER summary_INSERT")
+        db.execute("DROP TRIGGER summary_UPDATE")
+        db.execute(_SCHEMA_1_VIEW)
+        db.execute("INSERT INTO view VALUES ('a', 0, 1, 'every 1m', NULL, NULL, NULL, NULL)")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('view_sha256', 'abc')")
+    db.close()
+    with pytest.raises(state.StateError, match=r"schema 1"):
+        state.Reader(tmp_path)  # a reader does not write: it waits for the daemon
+    store = state.Store(tmp_path)
+    assert store.get_meta("schema") == str(state.SCHEMA_VERSION)
+    assert store.get_meta("view_sha256") == ""  # the old view is gone: not to be trusted
+    assert [r.run_id for r in store.recent("a", 10)] == ["r1"]
+    assert store.cursors() == {"a": t0}
+    store.publish_view([state.view_row("a", True, "every 1m", None)], "def")
+    line = json.loads(store.status_json(alive=True))
+    assert line["last_run"]["run_id"] == "r1"
+    assert line["last_success"]["run_id"] == "r1"
+    store.close()
+
+
+def test_the_view_follows_the_summaries_it_shows(tmp_path: Path) -> None:
+    """The view holds a copy of each job's summary (status reads the view alone): every
+    write of a summary must reach it, and a view made later must pick the summaries up."""
+    store = state.Store(tmp_path)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    store.publish_view([state.view_row(name, True, "every 1m", None) for name in "ab"], "x")
+
+    def shown() -> dict[str, tuple[object, ...]]:
+        lines = [json.loads(line) for line in store.status_json(alive=True).splitlines()]
+        table = {r.job: r for r in store.status_rows()}
+        return {
+            line["job"]: (
+                (line["last_run"] or {}).get("outcome"),
+                (line["last_success"] or {}).get("run_id"),
+                line["running"],
+                table[line["job"]].outcome,
+                table[line["job"]].open,
+            )
+            for line in lines
+        }
+
+    assert shown() == {"a": (None, None, False, None, False), "b": (None, None, False, None, False)}
+    first = store.start("a", run_id="r1", slot=t0, attempt=1, started=t0, cursor=t0)
+    assert shown()["a"] == (None, None, True, None, True)
+    store.finish(first, job="a", finished=t0, outcome="success", exit_code=0, duration_s=1.0,
+                 output=[])  # fmt: skip
+    assert shown()["a"] == ("success", "r1", False, "success", False)
+    second = store.start("a", run_id="r2", slot=t0, attempt=1, started=t0, cursor=t0)
+    store.finish(second, job="a", finished=t0, outcome="failed", exit_code=1, duration_s=1.0,
+                 output=[])  # fmt: skip
+    assert shown()["a"] == ("failed", "r1", False, "failed", False)
+    store.start("b", run_id="r3", slot=t0, attempt=1, started=t0, cursor=t0)
+    assert store.close_lost(t0)[0].run_id == "r3"
+    assert shown()["b"] == ("lost", None, False, "lost", False)
+    # Made again (a reload): the summaries come with it, in the new order.
+    store.publish_view([state.view_row(name, True, "every 1m", None) for name in "ba"], "y")
+    assert list(shown()) == ["b", "a"]
+    assert shown()["a"] == ("failed", "r1", False, "failed", False)
+    store.close()
 
 
 def test_rows_that_do_not_decode_are_a_state_error(tmp_path: Path) -> None:
@@ -304,7 +383,9 @@ def test_damage_found_by_a_write_is_moved_aside_at_the_reopen(tmp_path: Path) ->
     path = tmp_path / state.DB_NAME
     data = bytearray(path.read_bytes())
     page = 4096
-    for n in range(5, len(data) // page - 2):  # the middle pages, not the header
+    # The history's pages, past the schema's (the roots, and sqlite_master's overflow
+    # pages: its text is longer than a page), and not the last ones.
+    for n in range(20, len(data) // page - 2):
         data[n * page : n * page + 64] = b"\xff" * 64
     path.write_bytes(bytes(data))
     damaged = state.Store(tmp_path)  # the header is fine: it opens
