@@ -151,6 +151,7 @@ def show_every_second(seconds: int) -> None:
 
 
 def show_together_fast(slots: int) -> None:
+    since = len(common.BARE_JOB_CPU)
     with tempfile.TemporaryDirectory(prefix="bench-lag-") as tmp:
         rounds = together_fast(Path(tmp), slots)
     lasts = [r.lags[-1] for r in rounds if r.lags]
@@ -167,6 +168,7 @@ def show_together_fast(slots: int) -> None:
     if lasts and bare:
         ratios = [r.lags[-1] / r.baseline for r in rounds if r.lags and r.baseline]
         row("last start / bare loop", "crond", f"median {statistics.median(ratios):.2f}x")
+    common.cpu_floor_row(since, 200)
 
 
 def main() -> None:
@@ -199,6 +201,7 @@ def main() -> None:
         row("  floor: bare Popen to write", "", summary(one["floor"]), "(same run, after each)")
         if crond:
             show_every_second(15 if args.quick else 40)
+        since = len(common.BARE_JOB_CPU)
         fig = minute_figures(system, 200, boundaries)
         if fig is None:
             continue
@@ -215,6 +218,7 @@ def main() -> None:
             r = statistics.median(a / b for a, b in zip(fig["last"], fig["bare"], strict=False))
             row("bare Popen loop of 200, last start", system.name, summary(fig["bare"]),
                 f"last start / bare loop: median {r:.2f}x")  # fmt: skip
+        common.cpu_floor_row(since, 200)
         if crond and not fast_first:
             show_together_fast(fast_slots)
 

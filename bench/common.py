@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import socket
@@ -283,19 +284,39 @@ def wait_boundaries(
     return slots
 
 
+# The CPU time (ms, user + system) the jobs of each `bare_loop` call needed, in order.
+# Divided by the machine's cores, it is the least time any spawner could take to start
+# them all: a floor under "200 jobs due together", whatever schedules them.
+BARE_JOB_CPU: list[float] = []
+
+
 def bare_loop(out: Path, count: int) -> float:
     """The baseline spawner: `count` times `subprocess.Popen(["/bin/sh", "-c", CMD],
     start_new_session=True)` in a loop, then wait for all. ms from the first spawn to the
-    last start (the last instant a job wrote)."""
+    last start (the last instant a job wrote). Appends the jobs' CPU to BARE_JOB_CPU."""
     out.unlink(missing_ok=True)
     command = COMMAND.format(out=out)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.time()
     procs = [
         subprocess.Popen(["/bin/sh", "-c", command], start_new_session=True) for _ in range(count)
     ]
     for proc in procs:
         proc.wait()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    BARE_JOB_CPU.append(cpu * 1000)
     return (max(stamps(out)) - began) * 1000
+
+
+def cpu_floor_row(since: int, count: int) -> None:
+    """The floor row for the `bare_loop` calls since index `since`: their jobs' CPU over
+    the machine's cores."""
+    cores = os.cpu_count() or 1
+    floors = [cpu / cores for cpu in BARE_JOB_CPU[since:]]
+    if floors:
+        row(f"  CPU floor: the {count} jobs' own CPU / {cores} cores", "", summary(floors),
+            "(no spawner can start them all sooner)")  # fmt: skip
 
 
 @dataclass(frozen=True)

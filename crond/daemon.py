@@ -125,14 +125,16 @@ class Daemon:
             cached[1], slot, run_id=run_id, clock=self.clock, log=self.log, recorder=self.recorder
         )
 
-    def _prepare(self, starts: list[tuple[Job, datetime]]) -> None:
-        """The runs one wake is about to start: their `started` rows in one commit (one
-        per run would cost each later spawn of the wake the commits of those before)."""
+    def _prepare(self, starts: list[tuple[Job, datetime]], at: datetime) -> None:
+        """The runs one wake is about to start at `at` (the wake may come just before):
+        their `started` rows in one commit, before the first spawn (one per run would
+        cost each later spawn of the wake the commits of those before)."""
         if self.recorder.store is None:
             return
-        now = self.clock.now()
-        self._run_ids = {(job.name, slot): runner.new_run_id(now) for job, slot in starts}
-        self.recorder.prepare([(name, rid, slot) for (name, slot), rid in self._run_ids.items()])
+        self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
+        self.recorder.prepare(
+            [(name, rid, slot) for (name, slot), rid in self._run_ids.items()], started=at
+        )
 
     # --- the state store --------------------------------------------------------------
 

@@ -56,7 +56,7 @@ class Loop:
         heartbeat: timedelta,
         beat: Callable[[datetime], None] | None = None,
         after_tick: Callable[[list[Entry], list[tuple[str, datetime]]], None] | None = None,
-        prepare: Callable[[list[tuple[Job, datetime]]], None] | None = None,
+        prepare: Callable[[list[tuple[Job, datetime]], datetime], None] | None = None,
     ) -> None:
         self.clock = clock
         self.log = log
@@ -67,8 +67,8 @@ class Loop:
         # moved), and the catch-up jobs' cursors that moved with no run started (the
         # runner records the others), so the next daemon does not take those for downtime.
         self.after_tick = after_tick
-        # Told, when one wake starts several runs, which (job, slot) before the first is
-        # launched: the daemon records them all in one commit.
+        # Told which (job, slot) a wake starts, and when (the instant they are spawned at),
+        # before the first is launched: the daemon records them all in one commit.
         self.prepare = prepare
         self.schedule = Schedule()
         self._soon: list[tuple[Job, datetime, Callable[[], None] | None]] = []
@@ -164,7 +164,7 @@ class Loop:
     async def _sleep(self, now: datetime, beat_in: float) -> None:
         due = self.schedule.next_due()
         limit = now + timedelta(seconds=max(0.0, beat_in))
-        target = min(due[0], limit) if due else limit
+        target = min(due[0] - self.clock.lead, limit) if due else limit
         if target <= now or self._wake.is_set():
             self._wake.clear()
             await asyncio.sleep(0)
@@ -184,11 +184,18 @@ class Loop:
             if before is not None:
                 before()
             self._start(job, slot)
-        due = self.schedule.pop_due(now)
+        # Slots up to `lead` ahead are handled now, as of the latest of them (`at`): planned
+        # and recorded before it, spawned at it. Nothing else runs in between (the wait
+        # blocks), so what is decided for `at` still holds at `at`.
+        due = self.schedule.pop_due(now + self.clock.lead)
+        at = now
+        for entry in due:
+            if entry.next_fire is not None and entry.next_fire.at > at:
+                at = entry.next_fire.at
         moved: list[tuple[str, datetime]] = []
         decisions = []
         for entry in due:
-            decision = plan_entry(entry, now, len(self.running.get(entry.name, ())))
+            decision = plan_entry(entry, at, len(self.running.get(entry.name, ())))
             self.schedule.apply(entry, decision)
             decisions.append(decision)
             if decision.start is None and entry.job.catchup is Catchup.LATEST:
@@ -199,8 +206,10 @@ class Loop:
                 for entry, d in zip(due, decisions, strict=True)
                 if d.start is not None and not d.replace
             ]
-            if len(starts) > 1:
-                self.prepare(starts)
+            if starts:
+                self.prepare(starts, at)
+        if at > now:
+            self.clock.block_until(at)
         for entry, decision in zip(due, decisions, strict=True):
             self._act(entry.job, decision)
         if due and self.after_tick:

@@ -860,12 +860,16 @@ class StoreRecorder:
             self.log.info("state.recovered")
         return result
 
-    def prepare(self, starts: Sequence[tuple[str, str, datetime]]) -> None:
+    def prepare(
+        self, starts: Sequence[tuple[str, str, datetime]], *, started: datetime | None = None
+    ) -> None:
         """Record the first attempts of a wake's runs (job, run id, slot) in one commit,
-        before any of them is spawned; each run's `started` then finds its row."""
+        before any of them is spawned, as started at `started` (default: now); each run's
+        `started` then finds its row."""
         if not starts:
             return
-        ids = self._write(lambda store: store.start_many(starts, self.clock.now()))
+        at = started or self.clock.now()
+        ids = self._write(lambda store: store.start_many(starts, at))
         for (_, run_id, _), row_id in zip(starts, ids or [], strict=False):
             self._prepared[run_id] = row_id
 

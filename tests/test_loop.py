@@ -44,6 +44,7 @@ class FakeRun:
     job: str
     slot: datetime
     run_id: str
+    launched_at: datetime
     done: asyncio.Event = field(default_factory=asyncio.Event)
     stopped: bool = False
 
@@ -106,14 +107,15 @@ async def harness(
     heartbeat: float = 10.0,
     finish_at_once: bool = True,
     resume: dict[str, datetime] | None = None,
+    lead: timedelta = timedelta(0),
 ) -> AsyncIterator[Harness]:
-    clock = FakeClock(start)
+    clock = FakeClock(start, lead)
     events = Events()
     runs: list[FakeRun] = []
     h: Harness
 
     def launch(job: Job, slot: datetime) -> FakeRun:
-        run = FakeRun(job.name, slot, f"r{len(runs)}")
+        run = FakeRun(job.name, slot, f"r{len(runs)}", clock.now())
         runs.append(run)
         if h.finish_at_once:
             run.done.set()
@@ -368,8 +370,29 @@ async def test_a_wake_prepares_all_its_starts_before_launching_any() -> None:
     async with harness("jobs:\n" + text) as h:
         order: list[object] = []
         launch = h.loop.launch
-        h.loop.prepare = lambda starts: order.append(sorted(job.name for job, _ in starts))
+        h.loop.prepare = lambda starts, _at: order.append(sorted(job.name for job, _ in starts))
         h.loop.launch = lambda job, slot: order.append(job.name) or launch(job, slot)  # type: ignore[func-returns-value]
         await h.run_until(T0 + timedelta(minutes=1))
         assert order[0] == [f"j{i}" for i in range(5)]
         assert sorted(order[1:]) == [f"j{i}" for i in range(5)]  # type: ignore[type-var]
+
+
+async def test_the_loop_gets_ready_before_a_slot_and_spawns_at_it() -> None:
+    """With a lead (the real clock's), the loop wakes that much before a slot, plans and
+    prepares its starts then, and launches them at the slot itself, never before."""
+    lead = timedelta(milliseconds=2)
+    text = "jobs:\n  a: {every: 1m, command: x}\n  b: {cron: '*/2 * * * *', command: x}\n"
+    async with harness(text, lead=lead) as h:
+        prepared: list[tuple[list[str], datetime, datetime]] = []
+        h.loop.prepare = lambda starts, at: prepared.append(
+            (sorted(job.name for job, _ in starts), at, h.clock.now())
+        )
+        await h.run_until(T0 + timedelta(minutes=4, seconds=30))
+        slots = [T0 + timedelta(minutes=m) for m in range(1, 5)]
+        assert prepared == [
+            (["a", "b"] if slot.minute % 2 == 0 else ["a"], slot, slot - lead) for slot in slots
+        ]
+        assert [(r.slot, r.launched_at) for r in h.runs] == [
+            (r.slot, r.slot) for r in h.runs  # launched at the slot, not when prepared
+        ]
+        assert sorted(h.starts("a")) == slots

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.e2e.harness import Crond, eventually, pid_alive, run_cli
@@ -49,6 +50,39 @@ def test_interval_job_fires_and_logs_its_output(tmp_path: Path, crond: list[Cron
     assert done["level"] == "info"
     assert d.stop() == 0
     assert d.names()[-2:] == ["daemon.stopping", "daemon.stopped"]
+
+
+def test_a_job_never_starts_before_its_slot(tmp_path: Path, crond: list[Crond]) -> None:
+    """The loop wakes ~2 ms before a slot to plan and record its runs, and spawns them at
+    the slot: each run's own first act (date) comes after its slot, as its record says."""
+    stamps = tmp_path / "stamps"
+    f = write(
+        tmp_path / "s.yaml",
+        f"""\
+        jobs:
+          tick:
+            every: 1s
+            command: date +%s.%N >> {stamps}
+        """,
+    )
+    d = start(crond, str(f))
+    d.wait_for("daemon.started")
+    runs = [d.wait_for("job.finished") for _ in range(4)]
+    assert d.stop() == 0
+    started = {e["run_id"]: e for e in d.events if e["event"] == "job.started"}
+    for run in runs:
+        assert started[run["run_id"]]["lag_ms"] >= 0
+    slots = {e["slot"] for e in started.values()}
+    for line in stamps.read_text().split():
+        wrote = float(line)
+        slot = int(wrote)  # every: 1s, anchored at the epoch: the slot is the whole second
+        assert wrote >= slot
+        assert datetime.fromtimestamp(slot, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") in slots
+    history = run_cli("history", str(f), "tick", "-n", "10", "--json")
+    rows = [json.loads(line) for line in history.stdout.splitlines()]
+    assert len(rows) >= 4
+    for row in rows:
+        assert datetime.fromisoformat(row["started"]) >= datetime.fromisoformat(row["slot"])
 
 
 def test_hup_adds_a_job_and_a_broken_file_keeps_the_old_jobs(
