@@ -57,10 +57,11 @@ _ZERO, _US, _MS, _S = (
 )
 
 
-@dataclass(frozen=True)
-class Fire:
+class Fire(NamedTuple):
     """One fire: its UTC instant (jitter included), the same instant in the job's zone,
-    and a note when a DST or calendar rule moved, dropped or repeated something."""
+    and a note when a DST or calendar rule moved, dropped or repeated something.
+    (A NamedTuple: a 10,000-job file makes 10,000 at start, and it is made 3x faster
+    than a frozen dataclass.)"""
 
     at: datetime
     local: datetime
@@ -153,11 +154,24 @@ class _Stretch(NamedTuple):
 _NO_STRETCH = _Stretch(0, 0, 0, None)
 
 
+# The last stretch found in each zone: the first fires of a file's jobs, computed one
+# after the other at a load, mostly fall in the stretch of "now" of their zone.
+_last_stretch: dict[tzinfo, _Stretch] = {}
+
+
 def _stretch(zone: tzinfo, u: int) -> _Stretch:
     """(lo, hi, offset, jump at lo or None): the constant-offset stretch holding u.
 
     lo and hi are transitions or chunk edges; a chunk edge carries no rule.
     """
+    last = _last_stretch.get(zone)
+    if last is not None and last.lo <= u < last.hi:
+        return last
+    found = _last_stretch[zone] = _find_stretch(zone, u)
+    return found
+
+
+def _find_stretch(zone: tzinfo, u: int) -> _Stretch:
     index = u // _CHUNK
     chunk = _chunk(zone, index)
     i = bisect.bisect_right(chunk.times, u)
