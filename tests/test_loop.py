@@ -393,6 +393,7 @@ async def test_the_loop_gets_ready_before_a_slot_and_spawns_at_it() -> None:
             (["a", "b"] if slot.minute % 2 == 0 else ["a"], slot, slot - lead) for slot in slots
         ]
         assert [(r.slot, r.launched_at) for r in h.runs] == [
-            (r.slot, r.slot) for r in h.runs  # launched at the slot, not when prepared
+            (r.slot, r.slot)
+            for r in h.runs  # launched at the slot, not when prepared
         ]
         assert sorted(h.starts("a")) == slots
