@@ -81,6 +81,10 @@ def _mark(event: yaml.Event) -> Mark:
     return Mark(start.line + 1, start.column + 1) if start is not None else Mark(1, 1)
 
 
+class BadScalarError(ValueError):
+    """A plain scalar that YAML types (int, float, date, ...) but cannot build."""
+
+
 class _Scalars:
     """Typed plain scalars (`5`, `true`, `null`) as PyYAML's SafeLoader reads them."""
 
@@ -114,7 +118,14 @@ class _Scalars:
                 self.texts.add(value)
             return value
         node = yaml.ScalarNode(tag, value, style=event.style)
-        return self.helper.construct_object(node, deep=True)
+        try:
+            return self.helper.construct_object(node, deep=True)
+        except (ValueError, OverflowError, yaml.YAMLError) as exc:  # `0x_`, `2026-02-30`
+            kind = tag.rsplit(":", 1)[-1]
+            raise BadScalarError(
+                f'"{value}" reads as a YAML {kind} but is not a valid one ({exc}); '
+                f"quote it to keep it as text"
+            ) from None
 
 
 class _Builder:
@@ -132,7 +143,11 @@ class _Builder:
                 self._problem(event, path, f'unknown alias "*{anchor}"')
             return self.anchors.get(anchor)
         if isinstance(event, yaml.ScalarEvent):
-            value = self.scalar(event)
+            try:
+                value = self.scalar(event)
+            except BadScalarError as exc:
+                self._problem(event, path, str(exc))
+                value = event.value
         elif isinstance(event, yaml.SequenceStartEvent):
             value = self._sequence(path)
         elif isinstance(event, yaml.MappingStartEvent):
@@ -168,7 +183,11 @@ class _Builder:
                 merged = self.node(value_event, (*path, "<<"))
                 merges.extend(merged if isinstance(merged, list) else [merged])
                 continue
-            key = _key_text(key_event, self.scalar)
+            try:
+                key = _key_text(key_event, self.scalar)
+            except BadScalarError as exc:  # `!!int 0x_:`
+                self._problem(key_event, path, str(exc))
+                key = key_event.value
             if key in result:
                 first = self.source.keys[(*path, key)]
                 self._problem(
@@ -368,7 +387,22 @@ def _until_document_end(events: Iterator[yaml.Event]) -> Iterator[yaml.Event]:
 def parse_quick(text: str, keep: frozenset[str] = frozenset()) -> Source | None:
     """The data of `parse(text)`, or None when the file has any problem (a YAML error, a
     duplicate key, ...): then `parse` locates it. Records only the marks that
-    `Source.locate` needs for paths ending in a key in `keep`."""
+    `Source.locate` needs for paths ending in a key in `keep`.
+
+    A file of the usual shape is read by `yamlfast`, line by line without PyYAML (in
+    about two thirds of the time); anything else, or anything `yamlfast` is unsure of,
+    by PyYAML's parser.
+    """
+    from crond import yamlfast  # noqa: PLC0415  (yamlfast imports this module)
+
+    fast = yamlfast.parse_fast(text, keep)
+    if fast is not None:
+        return fast
+    return _parse_quick_pyyaml(text, keep)
+
+
+def _parse_quick_pyyaml(text: str, keep: frozenset[str]) -> Source | None:
+    """`parse_quick` by PyYAML's parser and `_QuickBuilder`: any file."""
     loader = _Loader(text)
     try:
         get: Callable[[], Any] = loader.get_event
@@ -379,7 +413,7 @@ def parse_quick(text: str, keep: frozenset[str] = frozenset()) -> Source | None:
         if isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):
             return Source(data=None)
         data = builder.node(event, ())
-    except (yaml.YAMLError, _Unlocated):
+    except (yaml.YAMLError, _Unlocated, BadScalarError):
         return None
     finally:
         loader.dispose()

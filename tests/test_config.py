@@ -57,6 +57,17 @@ BAD = [
         "jobs:\n  a:\n    every: 1m\n    command: x\n    env: [A=1]\n",
         "s.yaml:5:10: jobs.a.env: a list is not a mapping of names to strings",
     ),
+    (
+        "yaml_impossible_date",
+        "jobs:\n  a:\n    every: 1m\n    command: x\n    description: 2026-02-30\n",
+        's.yaml:5:18: jobs.a.description: "2026-02-30" reads as a YAML timestamp but is not a '
+        "valid one (day is out of range for month); quote it to keep it as text",
+    ),
+    (
+        "yaml_broken_hex",
+        "jobs:\n  a:\n    every: 1m\n    command: x\n    env: {N: 0x_}\n",
+        's.yaml:5:14: jobs.a.env.N: "0x_" reads as a YAML int but is not a valid one',
+    ),
     ("empty_file", "", "s.yaml:1:1: the file is empty"),
     ("only_comments", "# nothing\n", "s.yaml:1:1: the file is empty"),
     ("not_a_mapping", "- a\n- b\n", "s.yaml:1:1: the file is a list, not a mapping"),
