@@ -34,6 +34,7 @@ T = TypeVar("T")
 # Commits between checkpoints: a few pages each, so the WAL stays around a megabyte.
 _CHECKPOINT_EVERY = 200
 SCHEMA_VERSION = 2
+_UPGRADABLE = frozenset({"1"})  # older schemas `_upgrade` brings to SCHEMA_VERSION
 DB_NAME = "crond.sqlite3"
 LOCK_NAME = "crond.lock"  # flock'ed by the daemon using the store; holds its pid
 # The daemon's view of its jobs (table `view`), or one made for a file (`temp.file_view`).
@@ -770,7 +771,7 @@ def _upgrade(db: sqlite3.Connection) -> None:
     if "meta" not in tables:
         return
     row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-    if row is None or row[0] != "1":
+    if row is None or row[0] not in _UPGRADABLE:
         return
     db.executescript(
         "BEGIN; DROP TABLE IF EXISTS view; UPDATE meta SET value = '2' WHERE key = 'schema'; "
@@ -788,6 +789,11 @@ def _check_schema(db: sqlite3.Connection, path: Path, *, empty_ok: bool = False)
     if "meta" not in tables:
         raise StateError(f"{path}: not a crond state store (no meta table)")
     row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    if row is not None and row[0] in _UPGRADABLE:  # only a reader gets here: see _upgrade
+        raise StateError(
+            f"{path}: written by an older crond (schema {row[0]}); the daemon upgrades it in "
+            "place when it starts (history and cursors are kept): restart `crond run`"
+        )
     if row is not None and row[0] != str(SCHEMA_VERSION):
         raise StateError(
             f"{path}: written by another version of crond (schema {row[0]}, this one reads "

@@ -286,7 +286,7 @@ def test_a_schema_1_store_is_upgraded_keeping_history_and_cursors(tmp_path: Path
         db.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
         db.execute("INSERT OR REPLACE INTO meta VALUES ('view_sha256', 'abc')")
     db.close()
-    with pytest.raises(state.StateError, match=r"schema 1"):
+    with pytest.raises(state.StateError, match=r"older crond \(schema 1\); the daemon upgrades"):
         state.Reader(tmp_path)  # a reader does not write: it waits for the daemon
     store = state.Store(tmp_path)
     assert store.get_meta("schema") == str(state.SCHEMA_VERSION)
