@@ -136,11 +136,13 @@ CREATE INDEX IF NOT EXISTS view_next ON view (next_at);
     + "".join(_SUMMARY_TO_VIEW.replace("{when}", when) for when in ("INSERT", "UPDATE"))
 )
 
+# A view row's own columns, as `_values` gives them.
+_VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_note"
 # A view row (the job's place in the file, its schedule and next fire) with its summary,
 # as one row of `executemany`: `{view}` is `view` or `temp.file_view`.
 _VIEW_INSERT = (
-    "INSERT INTO {view} (pos, job, enabled, schedule, next_at, next_text, next_local, "  # noqa: S608
-    f"next_note, {_VIEW_SUMMARY}, open) SELECT v.*, s.{_VIEW_SUMMARY.replace(', ', ', s.')}, "
+    f"INSERT INTO {{view}} ({_VIEW_KEYS}, {_VIEW_SUMMARY}, open) SELECT"  # noqa: S608
+    f" v.*, s.{_VIEW_SUMMARY.replace(', ', ', s.')}, "
     "s.run_id IS NOT NULL AND s.finished IS NULL FROM (SELECT ?, ? AS job, ?, ?, ?, ?, ?, ?) v "
     "LEFT JOIN summary s ON s.job = v.job"
 )
@@ -691,12 +693,23 @@ class Store(_Reads):
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
-        """Replace the view with a freshly loaded file's jobs, in one commit. `digest`:
-        the sha256 of the file's bytes (None: unknown, and no status will trust it)."""
+        """Make the view a freshly loaded file's jobs, in one commit. `digest`: the
+        sha256 of the file's bytes (None: unknown, and no status will trust it).
+
+        Only the rows that differ from the view's are written: a reload that changed one
+        job writes one row, a restart on the same file only the next fires that moved
+        (rewriting 10,000 rows held the loop for ~0.17 s at every reload)."""
+        new = list(_values(rows))
         with self._transaction() as db:
-            db.execute("DELETE FROM view")
-            # A generator: the 10,000 rows of a big file are never all in memory.
-            db.executemany(_VIEW_INSERT.replace("{view}", "view"), _values(rows))
+            old = {row[0]: row for row in db.execute(f"SELECT {_VIEW_KEYS} FROM view")}  # noqa: S608
+            db.executemany(
+                "DELETE FROM view WHERE pos = ?",
+                [(pos,) for pos, row in old.items() if pos >= len(new) or new[pos] != row],
+            )
+            db.executemany(
+                _VIEW_INSERT.replace("{view}", "view"),
+                [row for row in new if old.get(row[0]) != row],
+            )
             db.execute("INSERT OR REPLACE INTO meta VALUES ('view_sha256', ?)", (digest or "",))
 
     def update_view(

@@ -436,3 +436,33 @@ def test_checkpoints_come_every_so_many_commits_then_one_write(tmp_path: Path) -
     assert store.get_meta("checkpointed") == "305"  # the write that restarts the WAL
     db = sqlite3.connect(f"file:{tmp_path / state.DB_NAME}?mode=ro", uri=True)
     assert db.execute("SELECT count(*) FROM attempts").fetchone() == (305,)
+
+
+def test_publishing_a_view_writes_only_the_rows_that_changed(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+
+    def rows(names: str, schedule: str = "every 1m") -> list[state.ViewRow]:
+        return [state.view_row(name, True, schedule if name != "c" else "every 2m", None)
+                for name in names]  # fmt: skip
+
+    def published(names: str, **kw: str) -> int:
+        before = store._db.total_changes
+        store.publish_view(rows(names, **kw), "d")
+        return store._db.total_changes - before - 1  # not the digest
+
+    def shown() -> list[tuple[str, str]]:
+        return [(r.job, r.schedule) for r in store.status_rows()]
+
+    assert published("abcde") == 5
+    assert published("abcde") == 0  # the same file again: nothing to write
+    before = store._db.total_changes
+    store.publish_view([*rows("ab"), state.view_row("c", True, "every 5m", None), *rows("de")], "d")
+    assert store._db.total_changes - before - 1 == 2  # one row: deleted, written again
+    assert shown() == [("a", "every 1m"), ("b", "every 1m"), ("c", "every 5m"),
+                       ("d", "every 1m"), ("e", "every 1m")]  # fmt: skip
+    assert published("abcdef") == 1 + 2  # f added; c back to its first schedule
+    assert published("bacdef") == 4  # a and b swapped places
+    assert [job for job, _ in shown()] == list("bacdef")
+    assert published("bac") == 3  # d, e and f removed
+    assert [job for job, _ in shown()] == list("bac")
+    store.close()
