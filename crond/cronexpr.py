@@ -91,6 +91,14 @@ class CronExpr:
     def __post_init__(self) -> None:
         object.__setattr__(self, "times", _times(self.hours, self.minutes))
         object.__setattr__(self, "month_list", _sorted(self.months))
+        # The fields `==` compares, hashed once: an expression is a cache key (first
+        # fires, a load's parsed expressions) thousands of times at a load.
+        fields = (self.source, self.minutes, self.hours, self.days, self.months,
+                  self.weekdays, self.day_and, self.wildcard, self.reboot)  # fmt: skip
+        object.__setattr__(self, "_hash", hash(fields))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[no-any-return, attr-defined]
 
     def __str__(self) -> str:
         return self.source
