@@ -295,7 +295,25 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     if quick is not None:
         _write(quick)
         return
-    cfg = _load_or_exit(file)
+    from crond import config  # noqa: PLC0415  (not needed above: see the imports)
+
+    try:
+        cfg = _load(file, check_owner=False)
+    except config.ConfigError as exc:
+        # A broken edit is what the daemon refuses to reload: it runs the jobs it had, and
+        # those are worth seeing. The errors first, then that, and exit 1 all the same.
+        running = view.quick(file, state_dir, now, as_json=as_json, same_bytes=False)
+        if running is None:
+            _load_or_exit(file)
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        click.echo(
+            f"crond: {file} has errors (above); the running daemon keeps the jobs it loaded "
+            "before, shown here",
+            err=True,
+        )
+        _write(running or "")
+        sys.exit(1)
     reader, why = _open_reader(cfg, state_dir)
     try:
         alive = view.alive_of(reader) if reader is not None else False

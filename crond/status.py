@@ -55,10 +55,14 @@ def alive_of(reader: state.Reader) -> bool:
         return False
 
 
-def quick(path: Path, flag: str | None, now: datetime, *, as_json: bool) -> str | None:
+def quick(
+    path: Path, flag: str | None, now: datetime, *, as_json: bool, same_bytes: bool = True
+) -> str | None:
     """Status without loading the file, when that gives the same answer: the daemon that
     is running on the store has loaded exactly these bytes (their sha256 is its view's),
     so its view of the jobs is the file's. None otherwise: load the file (`for_file`).
+    `same_bytes=False`: the running daemon's view whatever bytes it loaded (for a file
+    that does not load: the daemon keeps running what it had).
 
     Where the store is: `--state-dir`, else the file's `daemon.state_dir` as read from
     that one block of the file, else the default. A misreading can only find no store, or
@@ -69,7 +73,8 @@ def quick(path: Path, flag: str | None, now: datetime, *, as_json: bool) -> str 
     except (OSError, state.StateError):
         return None
     try:
-        if reader.get_meta("view_sha256") != hashlib.sha256(raw).hexdigest():
+        published = reader.get_meta("view_sha256")
+        if not published or (same_bytes and published != hashlib.sha256(raw).hexdigest()):
             return None
         if not alive_of(reader) or reader.view_is_behind(now.timestamp() - _STALE_S):
             return None  # the daemon is gone, or behind (stopped, stalled)

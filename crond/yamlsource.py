@@ -350,6 +350,10 @@ def parse(text: str) -> Source:
         for event in builder.events:
             source.data = builder.node(event, ())
             break
+        for event in events:  # the rest of the stream: it must end here
+            if isinstance(event, yaml.DocumentStartEvent):
+                source.problems.append(SourceProblem(_mark(event), (), _SECOND_DOCUMENT))
+                break
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = Mark(mark.line + 1, mark.column + 1) if mark else Mark(1, 1)
@@ -363,14 +367,22 @@ def parse(text: str) -> Source:
     return source
 
 
+_SECOND_DOCUMENT = (
+    "a second YAML document starts here (after `---`); crond reads one document: put "
+    "every job under the first one's `jobs:`"
+)
+
+
 def _syntax_hint(text: str, where: Mark, what: str) -> str:
-    """What usually causes the two syntax errors people meet most in a schedules file."""
+    """What usually causes the syntax errors people meet most in a schedules file."""
     lines = text.splitlines()
     line = lines[where.line - 1] if 0 < where.line <= len(lines) else ""
     if "\t" in line[: where.column]:
         return " (a tab: YAML indents with spaces only)"
     if "mapping values are not allowed" in what:
         return ' (a value with ": " in it must be quoted, e.g. command: "echo a: b")'
+    if "expected <document start>" in what:
+        return " (this line is indented less than the file's first line)"
     return ""
 
 
@@ -413,6 +425,10 @@ def _parse_quick_pyyaml(text: str, keep: frozenset[str]) -> Source | None:
         if isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):
             return Source(data=None)
         data = builder.node(event, ())
+        while not isinstance(event, yaml.StreamEndEvent):  # nothing after the document
+            event = get()
+            if isinstance(event, yaml.DocumentStartEvent):
+                return None
     except (yaml.YAMLError, _Unlocated, BadScalarError):
         return None
     finally:

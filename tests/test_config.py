@@ -68,6 +68,18 @@ BAD = [
         "jobs:\n  a:\n    every: 1m\n    command: x\n    env: {N: 0x_}\n",
         's.yaml:5:14: jobs.a.env.N: "0x_" reads as a YAML int but is not a valid one',
     ),
+    (
+        "yaml_second_document",
+        "jobs:\n  a: {every: 1m, command: x}\n---\njobs:\n  b: {every: 1m, command: y}\n",
+        "s.yaml:3:1: a second YAML document starts here (after `---`); crond reads one "
+        "document: put every job under the first one's `jobs:`",
+    ),
+    (
+        "yaml_less_indented_later",
+        "  jobs:\n    a: {every: 1m, command: x}\nb: {every: 1m, command: y}\n",
+        "s.yaml:3:1: YAML syntax error: did not find expected <document start> (this line "
+        "is indented less than the file's first line)",
+    ),
     ("empty_file", "", "s.yaml:1:1: the file is empty"),
     ("only_comments", "# nothing\n", "s.yaml:1:1: the file is empty"),
     ("not_a_mapping", "- a\n- b\n", "s.yaml:1:1: the file is a list, not a mapping"),

@@ -327,7 +327,26 @@ def test_status_reads_the_running_daemons_view_without_loading_the_file(
         return "added" in done.stdout and "pydantic" not in done.stderr
 
     eventually(quick_status_shows_added)
+
+    # A broken edit: the daemon refuses it and runs what it had; status says both.
+    write(f, text + "  added: {every: 1h, command: 'true'}\n          broken: {every: 1x}\n")
+    broken = run_cli("status", str(f))
+    assert broken.returncode == 1
+    assert 'jobs.broken.every: "1x" is not a duration' in broken.stderr
+    assert "the running daemon keeps the jobs it loaded before" in broken.stderr
+    assert [line.split()[0] for line in broken.stdout.splitlines()] == [
+        "JOB", "boot", "hourly", "paused", "added"
+    ]  # fmt: skip
+    as_json = run_cli("status", str(f), "--json")
+    assert as_json.returncode == 1
+    assert [json.loads(line)["job"] for line in as_json.stdout.splitlines()] == [
+        "boot", "hourly", "paused", "added"
+    ]  # fmt: skip
     assert d.stop() == 0
+    stopped = run_cli("status", str(f))  # no daemon: nothing to show but the errors
+    assert stopped.returncode == 1
+    assert stopped.stdout == ""
+    assert "1 error" in stopped.stderr
 
 
 def test_a_second_daemon_on_the_same_store_leaves_the_first_alone(
