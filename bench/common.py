@@ -285,8 +285,9 @@ def wait_boundaries(
 
 
 # The CPU time (ms, user + system) the jobs of each `bare_loop` call needed, in order.
-# Divided by the machine's cores, it is the least time any spawner could take to start
-# them all: a floor under "200 jobs due together", whatever schedules them.
+# Divided by the machine's cores, it is about the least time in which they can all have
+# written (each job writes after most of its CPU: the exec of sh, then of date): a floor
+# under "200 jobs due together", whatever schedules them.
 BARE_JOB_CPU: list[float] = []
 
 
@@ -316,7 +317,7 @@ def cpu_floor_row(since: int, count: int) -> None:
     floors = [cpu / cores for cpu in BARE_JOB_CPU[since:]]
     if floors:
         row(f"  CPU floor: the {count} jobs' own CPU / {cores} cores", "", summary(floors),
-            "(no spawner can start them all sooner)")  # fmt: skip
+            "(the writes come after most of it)")  # fmt: skip
 
 
 @dataclass(frozen=True)

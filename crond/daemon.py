@@ -294,6 +294,12 @@ class Daemon:
         except config.ConfigError as exc:
             self.log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
             return None
+        except Exception as exc:  # noqa: BLE001  (a bug of the loader must not stop the jobs)
+            self.log.error(
+                "config.reload_failed",
+                errors=[f"{self.path}: could not be loaded ({type(exc).__name__}: {exc})"],
+            )
+            return None
 
     def _swap(self, new: Config, digest: str | None) -> None:
         with config.gc_paused():

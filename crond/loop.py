@@ -162,7 +162,9 @@ class Loop:
         return sum(len(runs) for runs in self.running.values())
 
     async def _sleep(self, now: datetime, beat_in: float) -> None:
-        due = self.schedule.next_due()
+        # Stopping, nothing more starts: a slot that fell due must not keep the loop awake
+        # (it would spin a core until the last run ended).
+        due = None if self._stopping else self.schedule.next_due()
         limit = now + timedelta(seconds=max(0.0, beat_in))
         target = min(due[0] - self.clock.lead, limit) if due else limit
         if target <= now or self._wake.is_set():

@@ -285,7 +285,14 @@ _SUMMARIES = f"SELECT {_SUMMARY_COLUMNS} FROM summary"  # noqa: S608  (constant 
 
 # `crond status`, every job in the view's order, read from the view alone. {view} is
 # `view` or `temp.file_view`. --json: the lines SQLite made, joined by SQLite (one string).
-_STATUS_JSON = "SELECT group_concat(line, char(10)) FROM (SELECT line FROM {view} ORDER BY pos)"
+# SQLite 3.44 orders an aggregate's input itself; before it, the ordered subquery does:
+# an aggregate's subquery with ORDER BY is never flattened (the query planner's rule 16),
+# so its rows reach group_concat in order (tests/test_state.py checks the order).
+_STATUS_JSON = (
+    "SELECT group_concat(line, char(10) ORDER BY pos) FROM {view}"
+    if sqlite3.sqlite_version_info >= (3, 44)
+    else "SELECT group_concat(line, char(10)) FROM (SELECT line FROM {view} ORDER BY pos)"
+)
 _STATUS_ROWS = """
 SELECT job, enabled, schedule, next_text, next_note, started, finished, outcome, duration_s,
     success_finished, open
@@ -528,7 +535,7 @@ class Store(_Reads):
             # Checkpoints are the heartbeat's (`checkpoint`), not the start path's: SQLite
             # would otherwise copy the WAL back inside whichever commit crossed 1,000 pages.
             db.execute("PRAGMA wal_autocheckpoint=0")
-            _upgrade(db)
+            _upgrade(db, self.path)
             _check_schema(db, self.path, empty_ok=True)
             db.executescript(_SCHEMA)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
@@ -777,15 +784,22 @@ def _summary_started(  # noqa: PLR0917  (the row's columns, in order)
     )
 
 
-def _upgrade(db: sqlite3.Connection) -> None:
+def _upgrade(db: sqlite3.Connection, path: Path) -> None:
     """Schema 1 (crond before the view held the summaries) -> 2: the view is derived data,
-    rebuilt at every load, so it is dropped and made again (by `_SCHEMA`) empty."""
+    rebuilt at every load, so it is dropped and made again (by `_SCHEMA`) empty. One way:
+    an older crond refuses the upgraded store."""
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if "meta" not in tables:
         return
     row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
     if row is None or row[0] not in _UPGRADABLE:
         return
+    columns = {r[1] for r in db.execute("PRAGMA table_xinfo(summary)")}
+    if not {"last_json", "success_json"} <= columns:  # a development build's schema 1
+        raise StateError(
+            f"{path}: written by a development build of crond (schema 1 without the "
+            "summaries' JSON); move the file away to start a fresh store"
+        )
     db.executescript(
         "BEGIN; DROP TABLE IF EXISTS view; UPDATE meta SET value = '2' WHERE key = 'schema'; "
         "UPDATE meta SET value = '' WHERE key = 'view_sha256'; COMMIT;"

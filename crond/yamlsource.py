@@ -120,12 +120,19 @@ class _Scalars:
         node = yaml.ScalarNode(tag, value, style=event.style)
         try:
             return self.helper.construct_object(node, deep=True)
-        except (ValueError, OverflowError, yaml.YAMLError) as exc:  # `0x_`, `2026-02-30`
+        # PyYAML's constructors fail in many ways on values they cannot build (`0x_`,
+        # `2026-02-30`, `!!bool foo`: ValueError, KeyError, AttributeError, IndexError...):
+        # every one of them is a mistake in the file, never crond's.
+        except Exception as exc:  # noqa: BLE001
             kind = tag.rsplit(":", 1)[-1]
-            raise BadScalarError(
-                f'"{value}" reads as a YAML {kind} but is not a valid one ({exc}); '
-                f"quote it to keep it as text"
-            ) from None
+            why = f" ({exc})" if type(exc) is ValueError else ""  # PyYAML's own words
+            if event.tag in (None, "!"):
+                reads = f"reads as a YAML {kind} but is not a valid one"
+                fix = "quote it to keep it as text"
+            else:
+                shown = event.tag.replace("tag:yaml.org,2002:", "!!")
+                reads, fix = f"is not a valid {shown}", f"remove the {shown} tag or fix the value"
+            raise BadScalarError(f'"{value}" {reads}{why}; {fix}') from None
 
 
 class _Builder:
@@ -382,7 +389,10 @@ def _syntax_hint(text: str, where: Mark, what: str) -> str:
     if "mapping values are not allowed" in what:
         return ' (a value with ": " in it must be quoted, e.g. command: "echo a: b")'
     if "expected <document start>" in what:
-        return " (this line is indented less than the file's first line)"
+        first = next((x for x in lines if x.strip() and not x.lstrip().startswith("#")), "")
+        indent = len(first) - len(first.lstrip(" "))
+        if len(line) - len(line.lstrip(" ")) < indent:
+            return " (this line is indented less than the file's first line)"
     return ""
 
 

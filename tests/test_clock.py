@@ -53,3 +53,20 @@ async def test_a_past_instant_returns_at_once() -> None:
     began = time.monotonic()
     await clock.sleep_until(clock.now() - timedelta(seconds=5))
     assert time.monotonic() - began < 0.05
+
+
+def test_block_until_returns_at_the_instant_never_before() -> None:
+    clock = SystemClock()
+    for seconds in (0.0, 0.0003, 0.001, 0.0019):
+        when = clock.now() + timedelta(seconds=seconds)
+        clock.block_until(when)
+        assert clock.now() >= when
+
+
+def test_block_until_blocks_no_longer_than_the_lead() -> None:
+    """A target far off (a wall clock stepped back under the caller) must not hold the
+    loop: the wait is bounded by `lead` on the monotonic clock."""
+    clock = SystemClock()
+    began = time.monotonic()
+    clock.block_until(clock.now() + timedelta(hours=1))
+    assert time.monotonic() - began < clock.lead.total_seconds() + 0.05

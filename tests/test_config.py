@@ -69,6 +69,17 @@ BAD = [
         's.yaml:5:14: jobs.a.env.N: "0x_" reads as a YAML int but is not a valid one',
     ),
     (
+        "yaml_bad_tagged_bool",  # PyYAML raises KeyError for it: no traceback, located
+        "jobs:\n  a: {every: 1m, command: !!bool foo}\n",
+        's.yaml:2:27: jobs.a.command: "foo" is not a valid !!bool; remove the !!bool tag or '
+        "fix the value",
+    ),
+    (
+        "yaml_bad_tagged_key",
+        "jobs:\n  !!timestamp foo: {every: 1m, command: x}\n",
+        's.yaml:2:3: jobs: "foo" is not a valid !!timestamp; remove the !!timestamp tag',
+    ),
+    (
         "yaml_second_document",
         "jobs:\n  a: {every: 1m, command: x}\n---\njobs:\n  b: {every: 1m, command: y}\n",
         "s.yaml:3:1: a second YAML document starts here (after `---`); crond reads one "

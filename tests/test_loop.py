@@ -397,3 +397,21 @@ async def test_the_loop_gets_ready_before_a_slot_and_spawns_at_it() -> None:
             for r in h.runs  # launched at the slot, not when prepared
         ]
         assert sorted(h.starts("a")) == slots
+
+
+async def test_slots_of_different_jobs_within_the_lead_each_start_at_their_own() -> None:
+    """Jittered jobs due a few hundred microseconds apart, all within one lead: the wake
+    takes them together, and each is launched at (not before) its own slot."""
+    text = "".join(f"  j{i}: {{every: 1m, jitter: 2s, command: x}}\n" for i in range(60))
+    async with harness("jobs:\n" + text, lead=timedelta(milliseconds=2)) as h:
+        await h.run_until(T0 + timedelta(minutes=2))
+        assert len(h.runs) >= 60
+        assert all(run.launched_at >= run.slot for run in h.runs)
+        close = [
+            (a, b)
+            for a in h.runs
+            for b in h.runs
+            if a.slot < b.slot < a.slot + timedelta(milliseconds=2)
+        ]
+        assert close  # some slots fell within one lead of another (else this proves nothing)
+        assert all(run.launched_at - run.slot < timedelta(milliseconds=2) for run in h.runs)

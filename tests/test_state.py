@@ -466,3 +466,22 @@ def test_publishing_a_view_writes_only_the_rows_that_changed(tmp_path: Path) -> 
     assert published("bac") == 3  # d, e and f removed
     assert [job for job, _ in shown()] == list("bac")
     store.close()
+
+
+def test_a_schema_1_store_without_the_summaries_json_is_refused_not_broken(
+    tmp_path: Path,
+) -> None:
+    """Development builds wrote schema 1 before the summary had its JSON columns: such a
+    store cannot be upgraded in place (every write would fail), so it is refused."""
+    db = sqlite3.connect(tmp_path / state.DB_NAME)
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema', '1');"
+        "CREATE TABLE summary (job TEXT PRIMARY KEY, last_id INTEGER, run_id TEXT);"
+    )
+    db.close()
+    with pytest.raises(state.StateError, match="development build of crond"):
+        state.Store(tmp_path)
+    db = sqlite3.connect(tmp_path / state.DB_NAME)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("1",)
+    db.close()

@@ -311,7 +311,7 @@ def test_parse_quick_takes_the_fast_pass_first(monkeypatch: pytest.MonkeyPatch) 
     def no_pyyaml(text: str, keep: frozenset[str]) -> None:
         raise AssertionError("PyYAML was asked")
 
-    quick = yamlsource.parse_quick(test_config.GOOD, frozenset({"cron"}))
+    quick = yamlsource._parse_quick_pyyaml(test_config.GOOD, frozenset({"cron"}))
     monkeypatch.setattr(yamlsource, "_parse_quick_pyyaml", no_pyyaml)
     fast = yamlsource.parse_quick(test_config.GOOD, frozenset({"cron"}))
     assert fast is not None
