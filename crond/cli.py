@@ -10,7 +10,7 @@ import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -87,16 +87,21 @@ def _load_or_exit(path: Path, *, as_json: bool = False, check_owner: bool = Fals
     try:
         return _load(path, check_owner=check_owner)
     except config.ConfigError as exc:
-        if as_json:
-            click.echo(
-                json.dumps({"ok": False, "jobs": 0, "errors": [p.as_dict() for p in exc.problems]})
-            )
-        else:
-            for problem in exc.problems:
-                click.echo(str(problem), err=True)
-            count = len(exc.problems)
-            click.echo(f"{path}: {count} error{'s' if count != 1 else ''}", err=True)
-        sys.exit(1)
+        _exit_with(path, exc, as_json=as_json)
+
+
+def _exit_with(path: Path, exc: config.ConfigError, *, as_json: bool = False) -> NoReturn:
+    """Print a file's problems (as `validate` does) and exit 1."""
+    if as_json:
+        click.echo(
+            json.dumps({"ok": False, "jobs": 0, "errors": [p.as_dict() for p in exc.problems]})
+        )
+    else:
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        count = len(exc.problems)
+        click.echo(f"{path}: {count} error{'s' if count != 1 else ''}", err=True)
+    sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -304,7 +309,7 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
         # those are worth seeing. The errors first, then that, and exit 1 all the same.
         running = view.quick(file, state_dir, now, as_json=as_json, same_bytes=False)
         if running is None:
-            _load_or_exit(file)
+            _exit_with(file, exc)
         for problem in exc.problems:
             click.echo(str(problem), err=True)
         click.echo(

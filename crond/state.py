@@ -788,11 +788,7 @@ def _upgrade(db: sqlite3.Connection, path: Path) -> None:
     """Schema 1 (crond before the view held the summaries) -> 2: the view is derived data,
     rebuilt at every load, so it is dropped and made again (by `_SCHEMA`) empty. One way:
     an older crond refuses the upgraded store."""
-    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "meta" not in tables:
-        return
-    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-    if row is None or row[0] not in _UPGRADABLE:
+    if _schema_of(db) not in _UPGRADABLE:
         return
     columns = {r[1] for r in db.execute("PRAGMA table_xinfo(summary)")}
     if not {"last_json", "success_json"} <= columns:  # a development build's schema 1
@@ -806,6 +802,15 @@ def _upgrade(db: sqlite3.Connection, path: Path) -> None:
     )
 
 
+def _schema_of(db: sqlite3.Connection) -> str | None:
+    """The schema a store says it has; None for a new file (no meta table, or no row)."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "meta" not in tables:
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    return None if row is None else str(row[0])
+
+
 def _check_schema(db: sqlite3.Connection, path: Path, *, empty_ok: bool = False) -> None:
     """Refuse a store written by another version of crond's schema (a downgrade, or a file
     that is not crond's): reading it as ours could only go wrong. `empty_ok`: a file with
@@ -815,15 +820,15 @@ def _check_schema(db: sqlite3.Connection, path: Path, *, empty_ok: bool = False)
         return
     if "meta" not in tables:
         raise StateError(f"{path}: not a crond state store (no meta table)")
-    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-    if row is not None and row[0] in _UPGRADABLE:  # only a reader gets here: see _upgrade
+    schema = _schema_of(db)
+    if schema in _UPGRADABLE:  # only a reader gets here: see _upgrade
         raise StateError(
-            f"{path}: written by an older crond (schema {row[0]}); the daemon upgrades it in "
+            f"{path}: written by an older crond (schema {schema}); the daemon upgrades it in "
             "place when it starts (history and cursors are kept): restart `crond run`"
         )
-    if row is not None and row[0] != str(SCHEMA_VERSION):
+    if schema is not None and schema != str(SCHEMA_VERSION):
         raise StateError(
-            f"{path}: written by another version of crond (schema {row[0]}, this one reads "
+            f"{path}: written by another version of crond (schema {schema}, this one reads "
             f"{SCHEMA_VERSION}); give this daemon another state_dir or move the file away"
         )
 
