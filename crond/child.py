@@ -15,7 +15,7 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -70,8 +70,9 @@ def owned_pids() -> frozenset[int]:
 class Attempt:
     """One child process: spawned in __init__, then `finish()` watches, stops and reaps."""
 
-    def __init__(self, run: Run, number: int) -> None:
+    def __init__(self, run: Run, number: int, gate: Callable[[], None] | None = None) -> None:
         self.run = run
+        self.gate = gate  # called just before the spawn (the slot's instant: see Loop._tick)
         self.number = number
         self.loop = asyncio.get_running_loop()
         self.child: int | None = None  # the main process's pid, once spawned
@@ -93,6 +94,7 @@ class Attempt:
         run.budget.tail.clear()
         self.token = run.recorder.started(run, number) if run.recorder else None
         self._spawn()
+        self.started = self.ended = self.loop.time()  # timeout and duration_s: from the spawn
         self.lag_ms = round((run.clock.now() - run.slot).total_seconds() * 1000, 1)
         self.loop.call_soon(self._settle)
 
@@ -194,6 +196,8 @@ class Attempt:
         """
         spec = self.run.spec
         moves = [(os.POSIX_SPAWN_DUP2, fd, to) for to, fd in enumerate(stdio) if fd != to]
+        if self.gate is not None:
+            self.gate()
         # A source among 0-2 (a daemon started with stdin closed) could be overwritten by
         # an earlier move; Popen sorts that out.
         if spec.cwd is None and spec.uid is None and all(move[1] > 2 for move in moves):

@@ -29,7 +29,7 @@ from structlog.typing import FilteringBoundLogger
 from crond import __version__, config, liveness, ownership, reaper, runner, state
 from crond.clock import Clock, SystemClock, iso_utc
 from crond.config import Config, Job
-from crond.loop import Loop
+from crond.loop import Gate, Loop
 from crond.notify import Notifier
 from crond.scheduler import Entry
 from crond.zones import tzdata_version
@@ -115,14 +115,20 @@ class Daemon:
 
     # --- runs -------------------------------------------------------------------------
 
-    def _launch(self, job: Job, slot: datetime) -> runner.Run:
+    def _launch(self, job: Job, slot: datetime, gate: Gate | None = None) -> runner.Run:
         cached = self.specs.get(job.name)
         if cached is None or cached[0] is not job:
             cached = (job, runner.spec_for(job, self.environ))
             self.specs[job.name] = cached
         run_id = self._run_ids.pop((job.name, slot), None)
         return runner.start_run(
-            cached[1], slot, run_id=run_id, clock=self.clock, log=self.log, recorder=self.recorder
+            cached[1],
+            slot,
+            run_id=run_id,
+            clock=self.clock,
+            log=self.log,
+            recorder=self.recorder,
+            gate=gate,
         )
 
     def _prepare(self, starts: list[tuple[Job, datetime]], at: datetime) -> None:

@@ -36,7 +36,13 @@ class RunHandle(Protocol):
     def kill(self) -> None: ...
 
 
-Launch = Callable[[Job, datetime], RunHandle]
+# Called by a run just before it spawns its process (and by the loop before anything else
+# it does for a slot): returns at the slot, not before (see Loop._tick).
+Gate = Callable[[], None]
+
+
+class Launch(Protocol):
+    def __call__(self, job: Job, slot: datetime, gate: Gate | None = None) -> RunHandle: ...
 
 
 @dataclass(frozen=True)
@@ -186,8 +192,10 @@ class Loop:
             if before is not None:
                 before()
             self._start(job, slot)
-        # Slots up to `lead` ahead are handled now, as of the latest of them (`at`): planned
-        # and recorded before it, spawned at it. Nothing else runs in between (the wait
+        # Slots up to `lead` ahead are handled now, as of the latest of them (`at`): planned,
+        # recorded and made ready to spawn before it (the runs are built, their pipes made),
+        # spawned at it: the gate blocks until `at` just before the first spawn, and before
+        # any event of these slots is logged. Nothing else runs in between (the wait
         # blocks), so what is decided for `at` still holds at `at`.
         due = self.schedule.pop_due(now + self.clock.lead)
         at = now
@@ -210,14 +218,18 @@ class Loop:
             ]
             if starts:
                 self.prepare(starts, at)
-        if at > now:
-            self.clock.block_until(at)
+        gate = _gate(self.clock, at) if at > now else None
         for entry, decision in zip(due, decisions, strict=True):
-            self._act(entry.job, decision)
+            self._act(entry.job, decision, gate)
+        if gate is not None:
+            gate()  # nothing was spawned (skipped, or could not start): still not before `at`
         if due and self.after_tick:
             self.after_tick(due, moved)
 
-    def _act(self, job: Job, decision: Decision) -> None:
+    def _act(self, job: Job, decision: Decision, gate: Gate | None = None) -> None:
+        logs = decision.caught_up is not None or decision.missed or decision.skip
+        if gate is not None and (logs or decision.replace):
+            gate()  # what follows is of the slot: not logged, nor anything stopped, before it
         if decision.caught_up is not None and decision.start is not None:
             self.log.warning(
                 "job.caught_up",
@@ -246,10 +258,10 @@ class Loop:
                 run.stop()
             self._own(self._start_after(job, decision.start, old))
         else:
-            self._start(job, decision.start)
+            self._start(job, decision.start, gate)
 
-    def _start(self, job: Job, slot: datetime) -> None:
-        run = self.launch(job, slot)
+    def _start(self, job: Job, slot: datetime, gate: Gate | None = None) -> None:
+        run = self.launch(job, slot, gate)
         self.running.setdefault(job.name, []).append(run)
         self.idle.clear()
         self._own(self._reap(job.name, run))
@@ -278,3 +290,16 @@ class Loop:
 
     def all_runs(self) -> list[RunHandle]:
         return [run for runs in self.running.values() for run in runs]
+
+
+def _gate(clock: Clock, at: datetime) -> Gate:
+    """A gate that blocks until `at` the first time it is called, and is open after."""
+    waited = False
+
+    def gate() -> None:
+        nonlocal waited
+        if not waited:
+            waited = True
+            clock.block_until(at)
+
+    return gate

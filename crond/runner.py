@@ -44,7 +44,7 @@ import os
 import pwd
 import secrets
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final, Protocol
@@ -200,9 +200,12 @@ def start_run(
     clock: Clock,
     log: FilteringBoundLogger,
     recorder: Recorder | None = None,
+    gate: Callable[[], None] | None = None,
 ) -> Run:
-    """Spawn attempt 1 of a run now (synchronously) and return the Run supervising it."""
-    return Run(spec, slot, run_id or new_run_id(clock.now()), clock, log, recorder=recorder)
+    """Spawn attempt 1 of a run now (synchronously) and return the Run supervising it.
+    `gate`, if given, is called just before the spawn (everything else is ready then)."""
+    rid = run_id or new_run_id(clock.now())
+    return Run(spec, slot, rid, clock, log, recorder=recorder, gate=gate)
 
 
 class Run:
@@ -218,6 +221,7 @@ class Run:
         log: FilteringBoundLogger,
         *,
         recorder: Recorder | None = None,
+        gate: Callable[[], None] | None = None,
     ) -> None:
         if slot.tzinfo is None:
             raise ValueError("slot must be an aware datetime")
@@ -234,7 +238,7 @@ class Run:
         self.recorder = recorder
         self._stopping = False
         self._wake = asyncio.Event()
-        self._current: Attempt | None = Attempt(self, 1)
+        self._current: Attempt | None = Attempt(self, 1, gate)
         self._attempt = 1
         name = f"crond-run-{spec.job}-{run_id}"
         self._task = asyncio.get_running_loop().create_task(self._drive(), name=name)

@@ -7,7 +7,7 @@ runs, not how they run (test_runner.py and tests/e2e do that with real processes
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -19,7 +19,7 @@ from structlog.typing import FilteringBoundLogger
 from crond import config
 from crond.clock import FakeClock
 from crond.config import Job
-from crond.loop import Loop
+from crond.loop import Gate, Loop, RunHandle
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -114,7 +114,9 @@ async def harness(
     runs: list[FakeRun] = []
     h: Harness
 
-    def launch(job: Job, slot: datetime) -> FakeRun:
+    def launch(job: Job, slot: datetime, gate: Gate | None = None) -> FakeRun:
+        if gate is not None:  # as the runner does, just before its spawn
+            gate()
         run = FakeRun(job.name, slot, f"r{len(runs)}", clock.now())
         runs.append(run)
         if h.finish_at_once:
@@ -371,7 +373,12 @@ async def test_a_wake_prepares_all_its_starts_before_launching_any() -> None:
         order: list[object] = []
         launch = h.loop.launch
         h.loop.prepare = lambda starts, _at: order.append(sorted(job.name for job, _ in starts))
-        h.loop.launch = lambda job, slot: order.append(job.name) or launch(job, slot)  # type: ignore[func-returns-value]
+
+        def logged(job: Job, slot: datetime, gate: Gate | None = None) -> RunHandle:
+            order.append(job.name)
+            return launch(job, slot, gate)
+
+        h.loop.launch = logged
         await h.run_until(T0 + timedelta(minutes=1))
         assert order[0] == [f"j{i}" for i in range(5)]
         assert sorted(order[1:]) == [f"j{i}" for i in range(5)]  # type: ignore[type-var]
@@ -415,3 +422,35 @@ async def test_slots_of_different_jobs_within_the_lead_each_start_at_their_own()
         ]
         assert close  # some slots fell within one lead of another (else this proves nothing)
         assert all(run.launched_at - run.slot < timedelta(milliseconds=2) for run in h.runs)
+
+
+async def test_with_a_lead_nothing_of_a_slot_is_logged_or_stopped_before_it() -> None:
+    """A skip, or a replacement, decided in the lead: its event is logged, and the run it
+    replaces stopped, at the slot, not when it was decided."""
+    text = "jobs:\n  s: {every: 1m, command: x}\n  r: {every: 1m, overlap: replace, command: x}\n"
+    async with harness(text, lead=timedelta(milliseconds=2), finish_at_once=False) as h:
+        await h.run_until(T0 + timedelta(minutes=1, seconds=30))
+        assert len(h.runs) == 2  # both started at minute 1; neither ends
+        at: list[tuple[str, datetime]] = []
+        record = h.events.warning
+
+        def warning(event: str, **kw: Any) -> None:
+            at.append((event, h.clock.now()))
+            record(event, **kw)
+
+        def stopper(run: FakeRun) -> Callable[[], None]:
+            stop = run.stop
+
+            def stopped() -> None:
+                at.append(("stopped", h.clock.now()))
+                stop()
+
+            return stopped
+
+        h.events.warning = warning  # type: ignore[method-assign]
+        for run in h.runs:
+            run.stop = stopper(run)  # type: ignore[method-assign]
+        await h.run_until(T0 + timedelta(minutes=2, seconds=30))
+        slot = T0 + timedelta(minutes=2)
+        assert sorted(name for name, _ in at) == ["job.skipped", "stopped"]
+        assert all(when >= slot for _, when in at), at

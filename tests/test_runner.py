@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import tracemalloc
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
@@ -195,6 +196,31 @@ def test_lag_ms_is_clock_now_at_spawn_minus_slot() -> None:
     clock = FakeClock(SLOT + timedelta(seconds=1, microseconds=234_567))
     _, rec = run_once(spec(command="true"), clock=clock)
     assert rec.named("job.started")[0]["lag_ms"] == 1234.6
+
+
+@pytest.mark.parametrize("workdir", [None, "/"])
+def test_the_gate_is_passed_just_before_the_spawn_of_the_first_attempt_only(
+    workdir: str | None,
+) -> None:
+    """The loop hands a run a gate that blocks until the slot: the run is built and its
+    pipes made before, the process spawned after; a retry does not wait at it again, and
+    the wait is not part of the run's duration."""
+    passed: list[float] = []
+
+    def gate() -> None:
+        time.sleep(0.3)
+        passed.append(time.time())
+
+    command = "python3 -c 'import time; print(repr(time.time()))'; exit 1"
+    the_spec = spec(command=command, workdir=workdir, retry={"attempts": 1, "delay": "0s"})
+    result, rec = run_once(the_spec, gate=gate)
+    assert len(passed) == 1
+    starts = [float(line) for line in rec.lines()]
+    assert len(starts) == 2  # both attempts ran
+    assert starts[0] >= passed[0]  # the job started after the gate, never before
+    assert result.attempt == 2
+    first = rec.named("job.finished")[0]
+    assert first["duration_s"] < 0.3  # from the spawn, not from when the run was built
 
 
 def test_nonzero_exit_is_failed_at_level_error() -> None:
