@@ -6,7 +6,6 @@ file, line and column it came from and a dotted path that names jobs by name.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -131,6 +130,13 @@ _FIELD_HINTS = {
 }
 
 
+def _close_matches(word: str, choices: list[str], *, cutoff: float) -> list[str]:
+    """[The one of `choices` closest to `word`], or [] when none is close enough."""
+    import difflib  # noqa: PLC0415  (only to word a problem: ~1 ms of every start)
+
+    return difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
+
+
 def _message(err: ErrorDetails, path: Path) -> tuple[Path, str, bool]:  # noqa: PLR0911
     # (one return per kind of pydantic error: a table would read no better)
     """(path, message, points_at_key) for one pydantic error."""
@@ -144,7 +150,7 @@ def _message(err: ErrorDetails, path: Path) -> tuple[Path, str, bool]:  # noqa: 
     if kind == "extra_forbidden":
         model = _model_at(path[:-1])
         choices = list(model.model_fields) if model else []
-        close = difflib.get_close_matches(str(path[-1]), choices, n=1, cutoff=0.6)
+        close = _close_matches(str(path[-1]), choices, cutoff=0.6)
         hint = (
             f' (did you mean "{close[0]}"?)'
             if close
@@ -159,7 +165,7 @@ def _message(err: ErrorDetails, path: Path) -> tuple[Path, str, bool]:  # noqa: 
             for e in str(ctx.get("expected", "")).replace(" or ", ",").split(",")
             if e.strip()
         ]
-        close = difflib.get_close_matches(str(value), expected, n=1, cutoff=0.5)
+        close = _close_matches(str(value), expected, cutoff=0.5)
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         return path, f"{_show(value)} is not one of {', '.join(expected)}{hint}", False
     if kind == "literal_error" and path == ("version",):

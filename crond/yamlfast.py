@@ -33,6 +33,10 @@ with an indicator like `*`, `?` or `-` followed by a space).
 
 The marks recorded are those `yamlsource._QuickBuilder` records, where PyYAML puts
 them: every mapping and sequence, and every value under a key in `keep`.
+
+A plain scalar is typed by PyYAML's own rules (its implicit resolvers, copied below), and
+the usual values (strings, null, booleans, decimal integers and floats) are built here:
+a file of the subset with no other typed value is read without importing PyYAML.
 """
 
 from __future__ import annotations
@@ -40,10 +44,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import yaml
-
 from crond import yamlsource
-from crond.yamlsource import _MAYBE_TYPED, Mark, Path, Source
+from crond.yamlsource import _MAYBE_TYPED, _STR, Mark, Path, Source
 
 # The characters outside printable YAML (controls, DEL, C1 controls, surrogates, BOM,
 # U+FFFE/U+FFFF), and tab, CR, NEL, LS and PS, which YAML treats as spaces or line
@@ -93,6 +95,91 @@ _LINES = re.compile(
 # In a flow collection (once the line is matched), each scalar, or each key and value.
 _FLOW_ITEMS = re.compile(_FLOW_SCALAR).findall
 _FLOW_ENTRIES = re.compile(rf"({_KEY}): +({_FLOW_SCALAR})").finditer
+
+
+# PyYAML's implicit resolvers (yaml/resolver.py, YAML 1.1; the patterns verbatim): a plain
+# scalar's type is that of the first one, among those for its first character, whose
+# pattern matches; a string when none does. tests/test_yamlfast.py checks the copy.
+_BOOL = "tag:yaml.org,2002:bool"
+_FLOAT = "tag:yaml.org,2002:float"
+_INT = "tag:yaml.org,2002:int"
+_NULL = "tag:yaml.org,2002:null"
+
+
+def _implicit_resolvers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+    """PyYAML's `Resolver.yaml_implicit_resolvers`: per first character, (tag, pattern)."""
+    resolvers: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
+    for tag, regexp, first in [
+        (
+            _BOOL,
+            re.compile(
+                r"""^(?:yes|Yes|YES|no|No|NO
+                    |true|True|TRUE|false|False|FALSE
+                    |on|On|ON|off|Off|OFF)$""",
+                re.X,
+            ),
+            list("yYnNtTfFoO"),
+        ),
+        (
+            _FLOAT,
+            re.compile(
+                r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+                    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+                    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+                    |[-+]?\.(?:inf|Inf|INF)
+                    |\.(?:nan|NaN|NAN))$""",
+                re.X,
+            ),
+            list("-+0123456789."),
+        ),
+        (
+            _INT,
+            re.compile(
+                r"""^(?:[-+]?0b[0-1_]+
+                    |[-+]?0[0-7_]+
+                    |[-+]?(?:0|[1-9][0-9_]*)
+                    |[-+]?0x[0-9a-fA-F_]+
+                    |[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$""",
+                re.X,
+            ),
+            list("-+0123456789"),
+        ),
+        ("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"]),
+        (
+            _NULL,
+            re.compile(
+                r"""^(?: ~
+                    |null|Null|NULL
+                    | )$""",
+                re.X,
+            ),
+            ["~", "n", "N", ""],
+        ),
+        (
+            "tag:yaml.org,2002:timestamp",
+            re.compile(
+                r"""^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]
+                    |[0-9][0-9][0-9][0-9] -[0-9][0-9]? -[0-9][0-9]?
+                     (?:[Tt]|[ \t]+)[0-9][0-9]?
+                     :[0-9][0-9] :[0-9][0-9] (?:\.[0-9]*)?
+                     (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)$""",
+                re.X,
+            ),
+            list("0123456789"),
+        ),
+        ("tag:yaml.org,2002:value", re.compile(r"^(?:=)$"), ["="]),
+        ("tag:yaml.org,2002:yaml", re.compile(r"^(?:!|&|\*)$"), list("!&*")),
+    ]:
+        for char in first:
+            resolvers.setdefault(char, []).append((tag, regexp))
+    return resolvers
+
+
+_IMPLICIT = _implicit_resolvers()
+# The values of those types that are built here as PyYAML's SafeConstructor builds them.
+_BOOLS = {"yes": True, "no": False, "true": True, "false": False, "on": True, "off": False}
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]{0,17})").fullmatch  # int() of it, exactly
+_POINT = re.compile(r"[-+]?[0-9]+\.[0-9]*(?:[eE][-+][0-9]+)?").fullmatch  # float() of it
 
 
 class _GiveUp(Exception):  # noqa: N818  (a signal to let PyYAML read the file)
@@ -233,7 +320,7 @@ class _Scalars:
     def __init__(self, keep: frozenset[str], values: dict[Path, Mark]) -> None:
         self.keep = keep
         self.values = values
-        self.scalars = yamlsource._Scalars()
+        self.scalars: yamlsource._Scalars | None = None  # PyYAML's, at the first need
         self.known: dict[str, Any] = {}  # plain scalars that may be typed, each once
 
     def typed(self, text: str) -> Any:
@@ -241,12 +328,39 @@ class _Scalars:
         known = self.known
         if text in known:
             return known[text]
+        value: Any
+        tag = _STR
+        for candidate, regexp in _IMPLICIT.get(text[0], ()):
+            if regexp.match(text):
+                tag = candidate
+                break
+        if tag == _STR:
+            value = text
+        elif tag == _NULL:
+            value = None
+        elif tag == _BOOL:
+            value = _BOOLS[text.lower()]
+        elif tag == _INT and _DECIMAL(text):
+            value = int(text)
+        elif tag == _FLOAT and _POINT(text):
+            value = float(text)
+        else:
+            value = self._by_pyyaml(text)
+        known[text] = value
+        return value
+
+    def _by_pyyaml(self, text: str) -> Any:
+        """A typed plain scalar of another kind (`0x1f`, `1_000`, `.inf`, `2026-01-01`,
+        `<<`, `=`), built by PyYAML."""
+        import yaml  # noqa: PLC0415  (only here: see the module docstring)
+
+        if self.scalars is None:
+            self.scalars = yamlsource._Scalars()
         event = yaml.ScalarEvent(None, None, (True, False), text)
         try:
-            value = known[text] = self.scalars.value(event)
+            return self.scalars.value(event)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
             raise _GiveUp from exc  # e.g. `=` or `2026-02-30`: PyYAML has its say
-        return value
 
     def flow(self, text: str, line: int, column: int, path: Path) -> Any:
         """A flow sequence or mapping of scalars, at 1-based `column` of `line`."""

@@ -11,18 +11,19 @@ Marks cost more than the data itself (a path tuple and two dict entries for ever
 and only a file with a problem needs them. So `parse_quick` builds the data without them,
 keeping only the few places asked for, and gives up (returns None) at the first problem
 of any kind; `parse` then reads the file again, locating everything.
+
+PyYAML is imported by the functions that use it, at their first call: a file that
+`yamlfast` reads whole (most files) is loaded without it (~20 ms of every start).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import yaml
-
-# The C parser is several times faster; fall back to the pure one where libyaml is absent.
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    import yaml
 
 Path = tuple[str | int, ...]
 _STR = "tag:yaml.org,2002:str"
@@ -89,7 +90,10 @@ class _Scalars:
     """Typed plain scalars (`5`, `true`, `null`) as PyYAML's SafeLoader reads them."""
 
     def __init__(self) -> None:
+        import yaml  # noqa: PLC0415  (see the module docstring)
+
         self.helper = yaml.SafeLoader("")  # its resolver and constructor, for typed scalars
+        self.node_type = yaml.ScalarNode
         self._resolved: dict[tuple[str, tuple[bool, bool]], str] = {}
         # Plain untagged scalars that looked typed but resolved to a string (`5m`, `1h`):
         # a file repeats a few of them thousands of times.
@@ -100,7 +104,7 @@ class _Scalars:
         key = (value, implicit)
         tag = self._resolved.get(key)
         if tag is None:
-            resolved = self.helper.resolve(yaml.ScalarNode, value, implicit)  # type: ignore[no-untyped-call]
+            resolved = self.helper.resolve(self.node_type, value, implicit)  # type: ignore[no-untyped-call]
             tag = self._resolved[key] = str(resolved)
         return tag
 
@@ -117,7 +121,7 @@ class _Scalars:
             if event.tag is None:
                 self.texts.add(value)
             return value
-        node = yaml.ScalarNode(tag, value, style=event.style)
+        node = self.node_type(tag, value, style=event.style)
         try:
             return self.helper.construct_object(node, deep=True)
         # PyYAML's constructors fail in many ways on values they cannot build (`0x_`,
@@ -143,6 +147,8 @@ class _Builder:
         self.anchors: dict[str, Any] = {}
 
     def node(self, event: yaml.Event, path: Path) -> Any:
+        import yaml  # noqa: PLC0415  (see the module docstring)
+
         self.source.values[path] = _mark(event)
         if isinstance(event, yaml.AliasEvent):
             anchor = event.anchor or ""
@@ -167,6 +173,8 @@ class _Builder:
         return value
 
     def _sequence(self, path: Path) -> list[Any]:
+        import yaml  # noqa: PLC0415  (see the module docstring)
+
         items: list[Any] = []
         for event in self.events:
             if isinstance(event, yaml.SequenceEndEvent):
@@ -175,6 +183,8 @@ class _Builder:
         return items
 
     def _mapping(self, path: Path) -> dict[Any, Any]:
+        import yaml  # noqa: PLC0415  (see the module docstring)
+
         result: dict[Any, Any] = {}
         merges: list[Any] = []
         for key_event in self.events:
@@ -231,11 +241,6 @@ class _Unlocated(Exception):  # noqa: N818  (a signal to parse again, not an err
     """The quick pass met a problem; `parse` finds and places it."""
 
 
-_ScalarEvent, _AliasEvent = yaml.ScalarEvent, yaml.AliasEvent
-_MappingStart, _MappingEnd = yaml.MappingStartEvent, yaml.MappingEndEvent
-_SequenceStart, _SequenceEnd = yaml.SequenceStartEvent, yaml.SequenceEndEvent
-
-
 class _QuickBuilder:
     """`_Builder` without marks, for files without problems: the same data, built by one
     tight loop per mapping (type identity instead of isinstance chains; plain strings,
@@ -253,16 +258,18 @@ class _QuickBuilder:
         self.anchors: dict[str, Any] = {}
 
     def node(self, event: Any, path: Path) -> Any:
+        import yaml  # noqa: PLC0415  (see the module docstring)
+
         kind = type(event)
-        if kind is _ScalarEvent:
+        if kind is yaml.ScalarEvent:
             value = self.scalar(event)
         else:
             self.mark(event, path)
-            if kind is _MappingStart:
+            if kind is yaml.MappingStartEvent:
                 value = self.mapping(path)
-            elif kind is _SequenceStart:
+            elif kind is yaml.SequenceStartEvent:
                 value = self.sequence(path)
-            elif kind is _AliasEvent and event.anchor in self.anchors:
+            elif kind is yaml.AliasEvent and event.anchor in self.anchors:
                 return self.anchors[event.anchor]
             else:
                 raise _Unlocated
@@ -280,11 +287,14 @@ class _QuickBuilder:
     # text (see `_Scalars.value`). Written out, not a function: it runs for every scalar.
 
     def sequence(self, path: Path) -> list[Any]:
+        import yaml  # noqa: PLC0415  (see the module docstring)
+
         get, texts = self.get, self.texts
+        scalar_event, sequence_end = yaml.ScalarEvent, yaml.SequenceEndEvent
         items: list[Any] = []
         while True:
             event = get()
-            if type(event) is _ScalarEvent:
+            if type(event) is scalar_event:
                 text = event.value
                 plain = (
                     event.tag is None
@@ -296,19 +306,22 @@ class _QuickBuilder:
                     )
                 )
                 items.append(text if plain else self.node(event, (*path, len(items))))
-            elif type(event) is _SequenceEnd:
+            elif type(event) is sequence_end:
                 return items
             else:
                 items.append(self.node(event, (*path, len(items))))
 
     def mapping(self, path: Path) -> dict[Any, Any]:
+        import yaml  # noqa: PLC0415  (see the module docstring)
+
         get, keep, texts = self.get, self.keep, self.texts
+        scalar_event, mapping_end = yaml.ScalarEvent, yaml.MappingEndEvent
         result: dict[Any, Any] = {}
         merges: list[Any] = []
         while True:
             event = get()
-            if type(event) is not _ScalarEvent:
-                if type(event) is _MappingEnd:
+            if type(event) is not scalar_event:
+                if type(event) is mapping_end:
                     break
                 raise _Unlocated
             key = event.value
@@ -327,7 +340,7 @@ class _QuickBuilder:
             event = get()
             if key in keep:
                 self.mark(event, (*path, key))
-            text = event.value if type(event) is _ScalarEvent else None
+            text = event.value if type(event) is scalar_event else None
             if (
                 text is not None
                 and event.tag is None
@@ -346,11 +359,22 @@ class _QuickBuilder:
         return result
 
 
+def _loader(text: str) -> yaml.SafeLoader:
+    """PyYAML's loader for `text`: the C one, several times faster; the pure one where
+    libyaml is absent."""
+    import yaml  # noqa: PLC0415  (see the module docstring)
+
+    loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return loader(text)
+
+
 def parse(text: str) -> Source:
     """Parse YAML text (its first document). Syntax errors become a problem with their
     line; never raises."""
+    import yaml  # noqa: PLC0415  (see the module docstring)
+
     source = Source(data=None)
-    loader = _Loader(text)
+    loader = _loader(text)
     try:
         events = iter(loader.get_event, None)
         builder = _Builder(_until_document_end(events), source)
@@ -398,6 +422,8 @@ def _syntax_hint(text: str, where: Mark, what: str) -> str:
 
 def _until_document_end(events: Iterator[yaml.Event]) -> Iterator[yaml.Event]:
     """The events of the first document's content."""
+    import yaml  # noqa: PLC0415  (see the module docstring)
+
     for event in events:
         if isinstance(event, (yaml.StreamStartEvent, yaml.DocumentStartEvent)):
             continue
@@ -425,7 +451,9 @@ def parse_quick(text: str, keep: frozenset[str] = frozenset()) -> Source | None:
 
 def _parse_quick_pyyaml(text: str, keep: frozenset[str]) -> Source | None:
     """`parse_quick` by PyYAML's parser and `_QuickBuilder`: any file."""
-    loader = _Loader(text)
+    import yaml  # noqa: PLC0415  (see the module docstring)
+
+    loader = _loader(text)
     try:
         get: Callable[[], Any] = loader.get_event
         event = get()

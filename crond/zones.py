@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 import zoneinfo
@@ -40,6 +39,8 @@ def get_zone(name: str) -> zoneinfo.ZoneInfo:
         )
     if zone is not None:
         return zone
+    import difflib  # noqa: PLC0415  (only to word the error: ~1 ms of every start)
+
     close = difflib.get_close_matches(name.lower(), list(_available()), n=1, cutoff=0.6)
     hint = (
         f' (did you mean "{_available()[close[0]]}"?)'
