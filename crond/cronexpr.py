@@ -10,6 +10,7 @@ as `5-5` as the whole field (see tests/test_timing_oracle.py for the comparison)
 from __future__ import annotations
 
 import bisect
+import calendar
 import functools
 import re
 from dataclasses import dataclass, field, replace
@@ -58,7 +59,7 @@ class CronError(ValueError):
         self.value = value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class CronExpr:
     """A validated cron expression: the value sets of its fields, and R2/R3 facts."""
 
@@ -75,27 +76,55 @@ class CronExpr:
     times: tuple[int, ...] = field(init=False, repr=False, compare=False)
     # The months, ascending: the day search jumps from one to the next.
     month_list: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    # The fields `==` compares, in a tuple: equal for equal expressions, like the
+    # expression, but hashed in C (timing.py's first fires use it as their key).
+    key: tuple[object, ...] = field(init=False, repr=False, compare=False)
     # day -> the first matching day on or after it; filled lazily by next_day(). Small:
     # a walk asks about the same few days again and again, a daemon about the next day.
-    _days_cache: dict[int, int] = field(
-        init=False, repr=False, compare=False, hash=False, default_factory=dict
-    )
+    _days_cache: dict[int, int] = field(init=False, repr=False, compare=False, hash=False)
     # [lo, found]: the last search, from day lo, found day `found`, so no day in between
     # matches and every one of them has the same answer. A fire's successor is found from
     # the day after it and asked again from wherever the zone's timeline is cut (a chunk
     # edge, a DST change) on the way there: for yearly jobs, two searches of a year.
-    _span: list[int] = field(
-        init=False, repr=False, compare=False, hash=False, default_factory=lambda: [1, 0]
-    )
+    _span: list[int] = field(init=False, repr=False, compare=False, hash=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "times", _times(self.hours, self.minutes))
-        object.__setattr__(self, "month_list", _sorted(self.months))
-        # The fields `==` compares, hashed once: an expression is a cache key (first
-        # fires, a load's parsed expressions) thousands of times at a load.
-        fields = (self.source, self.minutes, self.hours, self.days, self.months,
-                  self.weekdays, self.day_and, self.wildcard, self.reboot)  # fmt: skip
-        object.__setattr__(self, "_hash", hash(fields))
+    def __init__(  # noqa: PLR0917  (the generated __init__'s signature, kept)
+        self,
+        source: str,
+        minutes: frozenset[int],
+        hours: frozenset[int],
+        days: frozenset[int],
+        months: frozenset[int],
+        weekdays: frozenset[int],
+        day_and: bool,
+        wildcard: bool,
+        reboot: bool = False,
+    ) -> None:
+        # Written out, not generated: a frozen dataclass's own __init__ sets each field
+        # with a call of object.__setattr__, and a start makes one expression per job;
+        # one update of the instance's dict makes it in less than half the time.
+        key = (source, minutes, hours, days, months, weekdays, day_and, wildcard, reboot)
+        self.__dict__.update(
+            {
+                "source": source,
+                "minutes": minutes,
+                "hours": hours,
+                "days": days,
+                "months": months,
+                "weekdays": weekdays,
+                "day_and": day_and,
+                "wildcard": wildcard,
+                "reboot": reboot,
+                "times": _times(hours, minutes),
+                "month_list": _sorted(months),
+                "_days_cache": {},
+                "_span": [1, 0],
+                "key": key,
+                # Hashed once: an expression is a cache key (a load's parsed expressions)
+                # thousands of times at a load.
+                "_hash": hash(key),
+            }
+        )
 
     def __hash__(self) -> int:
         return self._hash  # type: ignore[no-any-return, attr-defined]
@@ -114,7 +143,9 @@ class CronExpr:
     def next_wall(self, lo: int, hi: int) -> int | None:
         """The first matching wall time in [lo, hi), or None. Wall times are seconds since
         1970-01-01 00:00 read as a naive local time; matches are whole minutes (R1)."""
-        day, second = divmod(-(-lo // 60) * 60, _DAY)
+        minute = -(-lo // 60) * 60
+        day = minute // _DAY
+        second = minute - day * _DAY  # (operators: cheaper than a call of divmod)
         times = self.times
         i = bisect.bisect_left(times, second)
         if i < len(times):
@@ -142,10 +173,11 @@ class CronExpr:
     def _find_day(self, day: int) -> int:
         # Month by month as (year, month) numbers, jumping straight to the next month of
         # the expression: a yearly job's next fire is up to 11 other months away, and
-        # `crond next` asks that of every job n times. A date is built only for the answer.
-        d = date.fromordinal(day + _ORDINAL_1970)
-        year, month, first = d.year, d.month, d.day
+        # `crond next` asks that of every job n times. Dates come from small caches: the
+        # jobs of a file all start from today, and look at the same few months.
+        year, month, first = _civil(day)
         ordered = self.month_list
+        days, weekdays, day_and = self.days, self.weekdays, self.day_and
         end = year * 12 + month + 400 * 12  # a Gregorian cycle: a valid expression matches
         while ordered and year * 12 + month < end:
             i = bisect.bisect_left(ordered, month)
@@ -155,10 +187,11 @@ class CronExpr:
                 month, first = ordered[i], 1
             if year * 12 + month >= end:
                 break
-            days = self.month_days(year, month)
-            j = bisect.bisect_left(days, first)
-            if j < len(days):
-                return date(year, month, days[j]).toordinal() - _ORDINAL_1970
+            start, length, weekday = _month(year, month)
+            matching = _days_of_month(days, weekdays, day_and, length, weekday)
+            j = bisect.bisect_left(matching, first)
+            if j < len(matching):
+                return start + matching[j] - 1
             first = 1
             year, month = (year + 1, 1) if month == 12 else (year, month + 1)
         return _NEVER
@@ -172,24 +205,35 @@ class CronExpr:
             w = self.next_wall(w + 60, hi)
         return found
 
-    def month_days(self, year: int, month: int) -> tuple[int, ...]:
-        """The days of (year, month) the expression matches."""
-        if month not in self.months:
-            return ()
-        length = _MONTH_DAYS[month - 1]
-        if month == 2 and not (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)):
-            length = 28
-        return _days_of_month(
-            self.days, self.weekdays, self.day_and, length, _weekday(year, month, 1)
-        )
+
+@functools.lru_cache(maxsize=64)
+def _civil(day: int) -> tuple[int, int, int]:
+    """(year, month, day of month) of a day number (days since 1970-01-01)."""
+    d = date.fromordinal(day + _ORDINAL_1970)
+    return d.year, d.month, d.day
+
+
+@functools.lru_cache(maxsize=1024)
+def _month(year: int, month: int) -> tuple[int, int, int]:
+    """(day number of the 1st, number of days, weekday of the 1st with 0 = Sunday)."""
+    monday_based, length = calendar.monthrange(year, month)
+    return date(year, month, 1).toordinal() - _ORDINAL_1970, length, (monday_based + 1) % 7
 
 
 # Field sets come from `_field`'s cache, so expressions share them, and what is derived
 # from them alone is derived once: a file of thousands of distinct expressions repeats a
-# few dozen hour and minute sets (and "* * * * *" has 1,440 times to sort).
-@functools.lru_cache(maxsize=1024)
+# few dozen hour and minute sets (and "* * * * *" has 1,440 times). Room for 2,048 pairs:
+# a file of single times ("17 5 ...") can name all 1,440 minutes of the day, and a
+# smaller cache, met in file order, would lose each pair before it came round again.
+@functools.lru_cache(maxsize=2048)
 def _times(hours: frozenset[int], minutes: frozenset[int]) -> tuple[int, ...]:
-    return tuple(sorted(h * 3600 + m * 60 for h in hours for m in minutes))
+    # Hours apart by more than any minute: hour by hour, minute by minute is in order.
+    return tuple([h * 3600 + m for h in _sorted(hours) for m in _minute_seconds(minutes)])
+
+
+@functools.lru_cache(maxsize=1024)
+def _minute_seconds(minutes: frozenset[int]) -> tuple[int, ...]:
+    return tuple([m * 60 for m in sorted(minutes)])
 
 
 @functools.lru_cache(maxsize=1024)
@@ -215,14 +259,6 @@ def _days_of_month(
     )
 
 
-def _weekday(year: int, month: int, day: int) -> int:
-    """0 = Sunday (Sakamoto's method)."""
-    t = (0, 3, 2, 5, 0, 3, 5, 1, 4, 6, 2, 4)
-    if month < 3:
-        year -= 1
-    return (year + year // 4 - year // 100 + year // 400 + t[month - 1] + day) % 7
-
-
 def is_wildcard(expr: CronExpr) -> bool:
     """R3: a job whose minute or hour field starts with "*" is a wildcard job."""
     return expr.wildcard
@@ -236,19 +272,21 @@ def parse_cron(expr: str) -> CronExpr:
     parts = text.split()
     if len(parts) != 5:
         raise CronError(_count_message(len(parts)), field=None, value=expr)
-    minutes, hours, days, months, weekdays = [_field(i, part) for i, part in enumerate(parts)]
-    result = CronExpr(
+    minutes, hours, days, months, weekdays = map(_field, range(5), parts)
+    # R2 and R3 go by how the fields are written: whether they start with "*".
+    day_and = parts[2][0] == "*" or parts[4][0] == "*"
+    if day_and and parts[2][0] != "*":  # a day must match the day-of-month written
+        _check_day_exists(days, months, parts[2])
+    return CronExpr(
         source=" ".join(parts),
         minutes=minutes,
         hours=hours,
         days=days,
         months=months,
         weekdays=weekdays,
-        day_and=parts[2].startswith("*") or parts[4].startswith("*"),
-        wildcard=parts[0].startswith("*") or parts[1].startswith("*"),
+        day_and=day_and,
+        wildcard=parts[0][0] == "*" or parts[1][0] == "*",
     )
-    _check_day_exists(result, parts[2])
-    return result
 
 
 def _parse_macro(text: str, original: str) -> CronExpr:
@@ -347,20 +385,19 @@ def _parse_value(index: int, text: str, item: str, *, range_end: bool = False) -
     raise _error(index, shown, f'"{shown}" is not {kind} ({_HINTS[index]})')
 
 
-def _check_day_exists(expr: CronExpr, day_text: str) -> None:
+def _check_day_exists(days: frozenset[int], months: frozenset[int], day_text: str) -> None:
     """A day-of-month that no chosen month has would silently never run: refuse it."""
-    if not expr.day_and or day_text.startswith("*"):
+    if _day_exists(days, months):
         return
-    if min(expr.days) <= _longest(expr.months):
-        return
-    names = ",".join(_MONTHS[m - 1] for m in sorted(expr.months))
+    names = ",".join(_MONTHS[m - 1] for m in sorted(months))
     raise _error(2, day_text, f'"{day_text}" never occurs in {names}; the job would never run')
 
 
 @functools.lru_cache(maxsize=1024)
-def _longest(months: frozenset[int]) -> int:
-    """The most days any of `months` has."""
-    return max(_MONTH_DAYS[m - 1] for m in months)
+def _day_exists(days: frozenset[int], months: frozenset[int]) -> bool:
+    """Whether some month of `months` has the first day of `days` (field sets are
+    shared, so a file's expressions ask a few hundred of these)."""
+    return min(days) <= max(_MONTH_DAYS[m - 1] for m in months)
 
 
 def _error(index: int, value: str, message: str) -> CronError:

@@ -192,4 +192,4 @@ def make_entry(
     job: Job, cursor: datetime, timing_of: Callable[[Job], Timing] | None = None
 ) -> Entry:
     timing = timing_of(job) if timing_of else job.make_timing()
-    return Entry(job=job, timing=timing, cursor=cursor)
+    return Entry(job, timing, cursor)  # (positional: a start makes one per job)

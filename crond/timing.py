@@ -9,7 +9,8 @@ between transitions. Inside a stretch, wall time runs with real time, so the nex
 plain calendar arithmetic (`CronExpr.next_wall`). The DST rules act only where stretches meet:
 a forward jump of less than 3 h makes up skipped slots of fixed-time jobs at the jump (R4),
 a backward one hides the second pass from fixed-time jobs (R5), bigger jumps are calendar
-changes left alone (R6). One fire per instant covers R7.
+changes left alone (R6). One fire per instant covers R7. A zone without any transition
+(UTC, a fixed offset) is a single stretch, and its fires are calendar arithmetic alone.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def jitter_offset(name: str, jitter: timedelta) -> timedelta:
 
     sha256, not hash(): the offset must be the same on every host, restart and Python.
     """
+    if not jitter:  # the usual job: no division, no hash
+        return _ZERO
     span = jitter // _MS
     if span <= 0:
         return _ZERO
@@ -88,10 +91,20 @@ def jitter_offset(name: str, jitter: timedelta) -> timedelta:
 
 def _seconds(t: datetime) -> int:
     """Floor of t in epoch seconds."""
+    last, s = _last_seconds[0]
+    if t is last:  # a load asks every job for its first fire after its `now`
+        return s
     if t.utcoffset() is None:
         raise ValueError(f"{t!r} has no time zone; crond compares UTC instants only")
     delta = t - EPOCH
-    return delta.days * _DAY + delta.seconds
+    s = delta.days * _DAY + delta.seconds
+    _last_seconds[0] = t, s
+    return s
+
+
+# The last instant _seconds converted, with its answer (a datetime is immutable). One
+# pair, replaced whole: a reload validates its file in a thread.
+_last_seconds: list[tuple[datetime | None, int]] = [(None, 0)]
 
 
 # --- a zone's timeline ----------------------------------------------------------------
@@ -282,27 +295,45 @@ def note_pass(wall: str, *, second: bool, fixed: bool, big: bool) -> str:
 # wake for its next fire after that wake: each distinct question is answered once. The
 # answer depends on nothing else, and a Fire is immutable, so jobs share it. Bounded:
 # cleared when full (a file of distinct expressions gains nothing from keeping them).
-_first_fires: dict[tuple[CronExpr, tzinfo, int, int], Fire] = {}
+# The expression stands in as its `key`, which is hashed in C: CronExpr.__hash__ is a
+# Python call, and a load would make two per job.
+_first_fires: dict[tuple[tuple[object, ...], tzinfo, int, int], Fire] = {}
 _FIRST_FIRES_MAX = 4096
+
+
+@functools.lru_cache(maxsize=256)
+def _steady_offset(zone: tzinfo) -> int | None:
+    """The zone's offset in seconds if it is the same at every instant, else None.
+
+    `utcoffset(None)` tells: a datetime.timezone answers with its offset, and zoneinfo
+    answers only for a zone with no transition and no DST rule at all (its "fixed
+    offset" zones: UTC, Etc/GMT+5, ...); every zone that has or may have a transition
+    gives None, as do other tzinfo classes for zones with DST."""
+    offset = zone.utcoffset(None)
+    return None if offset is None else offset // _S
 
 
 class CronTiming:
     """A cron expression in a zone: R1-R7."""
+
+    # One per job: 10,000 at the start of a big file.
+    __slots__ = ("_fixed", "_jitter_us", "_steady", "_stretch", "expr", "jitter", "zone")
 
     def __init__(self, expr: CronExpr, zone: tzinfo, jitter: timedelta = timedelta(0)) -> None:
         self.expr = expr
         self.zone = zone
         self.jitter = jitter
         self._fixed = not expr.wildcard
-        self._jitter_us = jitter // _US
+        self._jitter_us = jitter // _US if jitter else 0
         self._stretch = _NO_STRETCH  # the last one used: fires come in order
+        self._steady = _steady_offset(zone)
 
     def __repr__(self) -> str:
         return f"CronTiming({str(self.expr)!r}, {self.zone}, jitter={self.jitter})"
 
     def next_after(self, t: datetime) -> Fire:
-        s = _seconds(t - self.jitter)
-        key = (self.expr, self.zone, self._jitter_us, s)
+        s = _seconds(t - self.jitter if self._jitter_us else t)
+        key = (self.expr.key, self.zone, self._jitter_us, s)
         fire = _first_fires.get(key)
         if fire is None:
             fire = self._fire(*self._next(s))
@@ -319,11 +350,23 @@ class CronTiming:
             s = u
 
     def _fire(self, u: int, note: str | None) -> Fire:
-        at = EPOCH + timedelta(seconds=u, microseconds=self._jitter_us)
-        return Fire(at, at.astimezone(self.zone), note)
+        at = EPOCH + timedelta(0, u, self._jitter_us)  # (days, seconds, µs): no keywords, faster
+        # tuple.__new__ makes the same Fire without Fire.__new__'s Python call.
+        return tuple.__new__(Fire, (at, at.astimezone(self.zone), note))
 
     def _next(self, s: int) -> tuple[int, str | None]:
         """The first rule instant after s (jitter not included), with its note."""
+        offset = self._steady
+        if offset is not None:
+            # A zone without transitions (UTC, the default; fixed offsets): one stretch
+            # without end, no DST rule to apply, no note. The walk below gives the same
+            # answer, after finding stretches and looking for jumps around the fire.
+            w = self.expr.next_wall(s + 1 + offset, s + _SEARCH_LIMIT + offset)
+            if w is None:
+                raise CronError(
+                    f"{self.expr} does not fire in 400 years", field=None, value=str(self.expr)
+                )
+            return w - offset, None
         u = s
         while u < s + _SEARCH_LIMIT:
             stretch = self._stretch

@@ -4,10 +4,11 @@ test_timing_oracle.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import itertools
 import zoneinfo
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -491,6 +492,19 @@ def test_parse(
     assert (expr.day_and, is_wildcard(expr)) == (day_and, wildcard)
 
 
+def test_expression_derived_fields_and_value_semantics() -> None:
+    expr = parse_cron("*/20 13,2,7 * 11,2 *")
+    times = sorted(h * 3600 + m * 60 for h in expr.hours for m in expr.minutes)
+    assert (expr.times, expr.month_list) == (tuple(times), (2, 11))
+    again = parse_cron(" */20  13,2,7 * 11,2 * ")
+    assert again == expr
+    assert hash(again) == hash(expr)
+    assert dataclasses.replace(expr, source="other") != expr
+    assert dataclasses.replace(expr, source="other").times == expr.times
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        expr.source = "other"  # type: ignore[misc]
+
+
 PARSE_ERRORS = [
     ("61 * * * *", "minute", "61", 'minute field: "61" is out of range 0-59'),
     ("0 24 * * *", "hour", "24", 'hour field: "24" is out of range 0-23'),
@@ -761,3 +775,23 @@ def test_tzdata_transitions_are_far_enough_apart_for_the_probe() -> None:
             closest = b - a if closest is None else min(closest, b - a)
     assert closest is not None
     assert closest > timing._PROBE
+
+
+def test_only_zones_with_a_single_offset_are_steady() -> None:
+    """CronTiming skips the DST rules in a zone whose utcoffset(None) is an offset (see
+    _steady_offset). zoneinfo gives one only for a zone of one offset and no DST rule:
+    checked for the installed data, with zones that once had transitions among them."""
+    assert timing._steady_offset(timezone(timedelta(hours=-3, minutes=-30))) == -12600
+    assert timing._steady_offset(ZoneInfo("Etc/GMT+5")) == -18000
+    for key in ("Europe/Berlin", "Asia/Kolkata", "America/Phoenix", "Asia/Tokyo"):
+        assert timing._steady_offset(ZoneInfo(key)) is None, key
+    pure: Any = importlib.import_module("zoneinfo._zoneinfo")  # its loader exposes transitions
+    steady = []
+    for key in sorted(zoneinfo.available_timezones()):
+        offset = timing._steady_offset(ZoneInfo(key))
+        if offset is not None:
+            zone = pure.ZoneInfo.no_cache(key)
+            offsets = {t.utcoff for t in zone._ttinfos} | {zone._tz_after.utcoff}
+            assert offsets == {timedelta(seconds=offset)}, key
+            steady.append(key)
+    assert "UTC" in steady

@@ -25,7 +25,7 @@ import functools
 import io
 import struct
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -481,6 +481,77 @@ def test_day_rule_over_years(dom: str, dow: str, month: str) -> None:
             break
         got.append(fire.at)
     assert got == expected
+
+
+# --- zones without transitions: CronTiming's shortcut --------------------------------
+
+# Zones whose offset never changes take a shortcut past stretches, jumps and notes: checked
+# here against the oracle, and against the walk every other zone takes, over years.
+STEADY_ZONES = [
+    pytest.param(ZoneInfo("UTC"), id="utc"),
+    pytest.param(ZoneInfo("Etc/GMT-14"), id="etc_plus_14"),
+    pytest.param(ZoneInfo("Etc/GMT+12"), id="etc_minus_12"),
+    pytest.param(UTC, id="datetime_utc"),
+    pytest.param(timezone(timedelta(hours=5, minutes=45)), id="fixed_plus_0545"),
+    pytest.param(timezone(-timedelta(hours=9, minutes=30)), id="fixed_minus_0930"),
+    pytest.param(_tzif(-12600, []), id="tzif_without_changes"),
+]
+STEADY_INSTANTS = [
+    "2026-01-01T00:00Z",
+    "2028-02-28T20:00Z",  # a 29 February ahead, in every offset
+    "2026-12-31T12:00Z",
+    "2022-07-26T23:59:30Z",  # an edge of the probed zone data (EDGE)
+]
+# Yearly and rarer: one fire after another crosses several edges of the probed data.
+RARE_EXPRESSIONS = ["17 5 18 5 *", "0 0 29 2 *", "59 23 31 12 *", "0 12 13 * fri", "30 1 * 3 0"]
+
+
+def _walking(timing: CronTiming) -> CronTiming:
+    """The same job with the shortcut turned off: the walk any zone with DST takes."""
+    walking = CronTiming(timing.expr, timing.zone, timing.jitter)
+    walking._steady = None
+    return walking
+
+
+@pytest.mark.parametrize("zone", STEADY_ZONES)
+def test_zones_without_transitions_take_the_shortcut(zone: tzinfo) -> None:
+    assert CronTiming(parse_cron("0 0 * * *"), zone)._steady is not None
+
+
+@pytest.mark.parametrize("zone", STEADY_ZONES)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=expressions(), at=st.sampled_from(STEADY_INSTANTS), jitter=st.sampled_from(JITTERS))
+def test_zones_without_transitions_match_oracle(
+    zone: tzinfo, text: str, at: str, jitter: timedelta
+) -> None:
+    expr = _parse_or_none(text)
+    if expr is None:
+        return
+    _, problems = _differences(expr, zone, at, jitter, hours=12)
+    assert problems == [], text
+
+
+@pytest.mark.parametrize("zone", STEADY_ZONES)
+@settings(max_examples=25, deadline=None)
+@given(
+    text=st.one_of(expressions(), st.sampled_from(RARE_EXPRESSIONS)),
+    start=st.integers(0, 130 * 365 * 86400),
+    jitter=st.sampled_from(JITTERS),
+)
+def test_shortcut_gives_the_walks_fires_over_years(
+    zone: tzinfo, text: str, start: int, jitter: timedelta
+) -> None:
+    expr = _parse_or_none(text)
+    if expr is None:
+        return
+    timing = CronTiming(expr, zone, jitter)
+    walking = _walking(timing)
+    after = EPOCH + timedelta(seconds=start, microseconds=start % 997)
+    assert timing.next_after(after) == walking.next_after(after)
+    shortcut, walk = timing.fires(after), walking.fires(after)
+    got = [next(shortcut) for _ in range(12)]
+    assert got == [next(walk) for _ in range(12)]
+    assert all(f.note is None and f.local == f.at.astimezone(zone) for f in got)
 
 
 # --- croniter: the same fields, different fire times ---------------------------------
