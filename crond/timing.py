@@ -295,9 +295,7 @@ def note_pass(wall: str, *, second: bool, fixed: bool, big: bool) -> str:
 # wake for its next fire after that wake: each distinct question is answered once. The
 # answer depends on nothing else, and a Fire is immutable, so jobs share it. Bounded:
 # cleared when full (a file of distinct expressions gains nothing from keeping them).
-# The expression stands in as its `key`, which is hashed in C: CronExpr.__hash__ is a
-# Python call, and a load would make two per job.
-_first_fires: dict[tuple[tuple[object, ...], tzinfo, int, int], Fire] = {}
+_first_fires: dict[tuple[CronExpr, tzinfo, int, int], Fire] = {}
 _FIRST_FIRES_MAX = 4096
 
 
@@ -333,7 +331,7 @@ class CronTiming:
 
     def next_after(self, t: datetime) -> Fire:
         s = _seconds(t - self.jitter if self._jitter_us else t)
-        key = (self.expr.key, self.zone, self._jitter_us, s)
+        key = (self.expr, self.zone, self._jitter_us, s)
         fire = _first_fires.get(key)
         if fire is None:
             fire = self._fire(*self._next(s))
