@@ -88,7 +88,6 @@ class Attempt:
         self.term_at: float | None = None
         self.kill_at: float | None = None
         self.reaped = self.over = False
-        self.started = self.ended = self.loop.time()
         self.reads: list[int] = []  # the output pipes' read ends, until settled into pumps
         self.settled = False
         run.budget.tail.clear()
