@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from crond import __version__, durations, liveness, ownership, state
+from crond import __version__, durations, liveness, state
 from crond.clock import SystemClock
 
 if TYPE_CHECKING:
@@ -72,13 +72,9 @@ INSTANT = _InstantType()
 
 
 def _load(path: Path, *, check_owner: bool) -> config.Config:
-    from crond import config  # noqa: PLC0415  (see the imports above)
+    from crond import source  # noqa: PLC0415  (see the imports above)
 
-    refusal = ownership.check_schedules_file(path) if check_owner else None
-    if refusal:  # as root only: what `crond run` would refuse
-        message = refusal.removeprefix(f"{path}: ")
-        raise config.ConfigError([config.Problem(str(path), 0, 0, "", message)])
-    return config.load(path)
+    return source.load(path, enforce=check_owner)[0]
 
 
 def _load_or_exit(path: Path, *, as_json: bool = False, check_owner: bool = False) -> config.Config:
@@ -240,7 +236,7 @@ def run(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
 @click.option("--log-format", type=click.Choice(["json", "console"]), default=None)
 def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
     """Run job NAME once now, exactly as the daemon would; exit with its status."""
-    cfg = _load_or_exit(file)
+    cfg = _load_or_exit(file, check_owner=True)
     if name not in cfg.jobs:
         raise click.BadParameter(
             f"no job named {name} in {file} (jobs: {', '.join(cfg.jobs)})", param_hint="NAME"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import hashlib
 import json
 import os
 import resource
@@ -26,7 +25,7 @@ from typing import Any
 
 from structlog.typing import FilteringBoundLogger
 
-from crond import __version__, config, liveness, ownership, reaper, runner, state
+from crond import __version__, config, liveness, ownership, reaper, runner, source, state
 from crond.clock import Clock, SystemClock, iso_utc
 from crond.config import Config, Job
 from crond.loop import Gate, Loop
@@ -244,6 +243,10 @@ class Daemon:
             self._open_state()  # once per heartbeat at most: this is called once per heartbeat
         elif self.recorder.store is not None:
             try:
+                self.recorder.store.check_in_place()
+            except state.StateError as exc:
+                self.recorder.failed(exc, "state.unavailable")  # reopened at the next beat
+            try:
                 self.recorder.store.checkpoint()
             except state.StateError as exc:
                 self.recorder.failed(exc)
@@ -291,12 +294,8 @@ class Daemon:
 
     async def _read(self) -> tuple[Config, str | None] | None:
         """The file again, through the same checks as at start; None (logged) if refused."""
-        refusal = ownership.check_schedules_file(self.path)
-        if refusal:
-            self.log.error("config.reload_failed", errors=[refusal])
-            return None
         try:
-            return await asyncio.to_thread(load_file, self.path)
+            return await asyncio.to_thread(source.load, self.path)
         except config.ConfigError as exc:
             self.log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
             return None
@@ -391,17 +390,18 @@ class Daemon:
 def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
     """`crond run`: exit 1 when the file is invalid (or, as root, unsafe) at start, 0 after
     a clean stop."""
-    refusal = ownership.check_schedules_file(path)
-    if refusal:
-        print(refusal, file=sys.stderr)
-        log.error("config.load_failed", errors=[refusal])
-        return 1
     try:
-        cfg, digest = load_file(path)
+        cfg, digest = source.load(path)
     except config.ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         log.error("config.load_failed", errors=[str(p) for p in exc.problems])
+        return 1
+    state_dir = state.resolve_dir(options.state_dir, cfg.daemon.state_dir)
+    problem = ownership.directory_problem(state_dir) if state_dir is not None else None
+    if problem is not None:  # as root, a directory others can write into: refused
+        print(problem, file=sys.stderr)
+        log.error("state.refused", path=str(state_dir), error=problem)
         return 1
     return asyncio.run(Daemon(path, cfg, options, log, SystemClock(), digest=digest).serve())
 
@@ -409,17 +409,6 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
 def _view_row(entry: Entry) -> state.ViewRow:
     job = entry.job
     return state.view_row(entry.name, job.enabled, job.schedule_text, entry.next_fire)
-
-
-def load_file(path: Path) -> tuple[Config, str | None]:
-    """`config.load`, and the sha256 of exactly the bytes it validated (None when the
-    file could not be read: then `config.load` raises the located error)."""
-    try:
-        raw = path.read_bytes()
-        text = raw.decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return config.load(path), None
-    return config.loads(text, str(path)), hashlib.sha256(raw).hexdigest()
 
 
 def _raise_fd_limit() -> None:

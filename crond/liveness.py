@@ -1,13 +1,19 @@
 """The liveness file: proof, rewritten by the scheduling loop itself, that it is alive.
 
 Written atomically (a temporary file in the same directory, then rename), so a reader
-never sees half a file. `crond health` reads it and says whether it is fresh.
+never sees half a file. The temporary file has a random name and is created exclusively,
+never through a link: in a directory others can write (/tmp), a link planted under a
+name crond would use cannot make root write elsewhere; the rename replaces whatever is
+at the final name (a planted link included) without following it. `crond health` reads
+it and says whether it is fresh.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import stat
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,14 +24,23 @@ DEFAULT_PATH = "/run/crond/liveness.json"
 
 def write(path: Path, payload: dict[str, Any]) -> None:
     """Atomically replace `path` with `payload` as JSON. Raises OSError."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     data = json.dumps(payload, separators=(",", ":")).encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):  # a name taken (by chance, or planted): draw another
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, flags, 0o644)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(17, "no free temporary name", str(path.parent))
     try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    try:
+        try:
+            os.fchmod(fd, 0o644)  # readable by `crond health` whatever the umask
+            os.write(fd, data)
+        finally:
+            os.close(fd)
         tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)
@@ -42,7 +57,7 @@ def check(path: Path, now: datetime, max_age: timedelta | None) -> Health:
     """Fresh when the file exists, parses, and was updated within `max_age`
     (default: three heartbeats as the daemon recorded them, plus one second)."""
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
+        payload = json.loads(_read_small(path))
         updated = datetime.fromisoformat(str(payload["updated_at"]).replace("Z", "+00:00"))
     except FileNotFoundError:
         return Health(False, f"{path}: no liveness file (is crond running with --liveness-file?)")
@@ -63,3 +78,19 @@ def check(path: Path, now: datetime, max_age: timedelta | None) -> Health:
             f"(max {max_age.total_seconds():g}s); {where}",
         )
     return Health(True, f"{path}: fresh: updated {max(age.total_seconds(), 0):.1f}s ago; {where}")
+
+
+_MAX_BYTES = 64 * 1024  # a liveness file is a few hundred bytes
+
+
+def _read_small(path: Path) -> bytes:
+    """The file's bytes: a regular file of at most _MAX_BYTES (a FIFO or device in its
+    place would block `crond health`, or never end)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:
+            raise ValueError("not a liveness file: not a small regular file")
+        return os.read(fd, _MAX_BYTES)
+    finally:
+        os.close(fd)

@@ -41,8 +41,19 @@ class SafeWriter:
 _JSON = json.JSONEncoder(default=str, ensure_ascii=False, separators=(",", ":"))
 
 
+# JSON lets these stand raw inside a string, but line-based tools (Python's splitlines,
+# some log shippers) take them for line breaks: a job's output line holding one would
+# read as two events. Escaped, each event stays one line.
+_LINE_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def _encode(event_dict: EventDict) -> str:
+    text = _JSON.encode(event_dict)
+    return text if text.isascii() else text.translate(_LINE_BREAKS)
+
+
 def _render_json(_: WrappedLogger, __: str, event_dict: EventDict) -> str:
-    return _JSON.encode(event_dict)
+    return _encode(event_dict)
 
 
 # syslog priorities: journald reads a `<N>` at the start of a line on a stream it owns
@@ -53,7 +64,7 @@ _PRIORITY = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
 def _render_json_for_journal(_: WrappedLogger, __: str, event_dict: EventDict) -> str:
     """JSON with its syslog priority in front, for journald: `journalctl -p err` then
     shows failed runs, reload failures and store errors, and nothing else."""
-    return f"<{_PRIORITY.get(event_dict.get('level', 'info'), 6)}>" + _JSON.encode(event_dict)
+    return f"<{_PRIORITY.get(event_dict.get('level', 'info'), 6)}>" + _encode(event_dict)
 
 
 def writes_to_journal(stream: TextIO) -> bool:

@@ -1,92 +1,309 @@
-"""The ownership rule for a schedules file run by root, as cron and sudo apply it.
+"""Paths that root may trust: the schedules file it reads, the directories it writes.
 
 A daemon running as root runs whatever its schedules file says, so whoever can change
-the file can run commands as root. When crond runs as root it refuses a file that:
+the file can run commands as root; and a file root creates in a directory someone else
+can write may be a link that person planted. So, when crond runs as root (docs/
+operations.md, "Security"):
 
-- is not owned by root (the daemon's own user);
-- is writable by its group or by others (`mode & 0o022`);
-- sits in a directory, at any level up to `/`, that is owned by another user, or that
-  everyone may write to without the sticky bit: whoever can write a directory can
-  replace the file in it, whatever the file's own mode, and can do so between this
-  check and the read. (In a sticky directory such as /tmp, only the owner of a file may
-  rename or remove it, and the file is root's.)
+- The schedules file is reached one path component at a time, from `/`, each directory
+  opened without following links and each link read from the directory that holds it,
+  and every directory and link on the way (those a symlink chain passes through too)
+  must be one only root can change: owned by root, and not writable by a group other
+  than root's nor by others, unless the sticky bit is set (as on /tmp, where only the
+  owner of an entry may rename or remove it, and every entry on the way is root's). The
+  file is then opened once, without following a link, and that same descriptor is
+  checked (a regular file, owned by root, not writable by its group or others) and
+  read: nothing can be swapped between the check and the read.
+- A directory crond writes into (the state store) must be root's and writable by root
+  alone, and every directory above it as above: nobody else can plant a link in it.
 
-A group-writable directory is accepted: write access for a group is a deliberate grant,
-and that group is then trusted with everything in the directory. The file itself must
-not be group-writable, as cron and sudo require. A file that cannot be found is not
-this module's business: loading it reports that. Nothing is enforced when the daemon is
-not root: its jobs can only do what its own user could do anyway.
+Whatever the user, the file must be a regular file of at most `MAX_BYTES`: a FIFO or
+a device would block or never end. Nothing else is enforced when the daemon is not root:
+its jobs can only do what its own user could do anyway.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import pwd
 import shlex
 import stat
+from collections import deque
 from pathlib import Path
 
+MAX_BYTES = 32 * 1024 * 1024  # a file of 10,000 jobs is about 1 MB
+_MAX_LINKS = 40  # as the kernel's own limit for one path (ELOOP)
+_ROOT_ONLY = "crond runs as root and runs only a file that root alone can change"
+_DIR_ONLY = "crond runs as root and writes only where root alone can"
+_ANOTHER_DIR = "choose another directory"
 
-def check_schedules_file(path: Path, *, euid: int | None = None) -> str | None:
-    """None when `path` is safe for a root daemon to run (or the daemon is not root: `euid`,
-    default `os.geteuid()`), else one line naming the file, the problem and the fix."""
+
+class FileRefused(Exception):  # noqa: N818  (a verdict to show, not a failure of crond)
+    """The schedules file cannot be read, or may not be trusted: `message` says why and
+    how to fix it, without the path (which `str()` adds)."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}")
+
+
+def read_schedules_file(path: Path, *, enforce: bool = True, euid: int | None = None) -> bytes:
+    """The bytes of the schedules file at `path`, read from one descriptor. With
+    `enforce` and a root daemon (`euid`, default `os.geteuid()`), only when root alone
+    can change the file and every directory and link on the way to it. Raises
+    FileRefused, with the reason and the fix."""
+    as_root = enforce and (os.geteuid() if euid is None else euid) == 0
+    try:
+        if as_root:
+            parent, name = _walk(path)
+            try:
+                fd = _open_file(name, parent)
+            finally:
+                os.close(parent)
+        else:
+            fd = _open_file(str(path), None)
+        try:
+            return _read(path, fd, as_root=as_root)
+        finally:
+            os.close(fd)
+    except _Unsafe as exc:
+        fix = exc.fixed("move the file")
+        raise FileRefused(path, f"{exc}; {_ROOT_ONLY} (fix: {fix})") from None
+    except OSError as exc:
+        raise FileRefused(path, _os_message(exc)) from None
+
+
+def directory_problem(path: Path, *, euid: int | None = None) -> str | None:
+    """None when a root daemon may create files in the directory `path` (or the daemon
+    is not root), else one line naming the directory, the problem and the fix. Only who
+    can write is judged here: a directory that is missing (root makes it, mode 0700; the
+    caller checks again after), or that cannot be reached or made, is for the caller's
+    own open to report."""
     if (os.geteuid() if euid is None else euid) != 0:
         return None
     try:
-        st = path.stat()
-    except OSError:
-        return None  # missing or unreadable: config.load says so, with the usual message
-    if st.st_uid != 0:
-        return _refuse(path, f"owned by {_owner(st.st_uid)}, not root", f"chown root {_q(path)}")
-    if st.st_mode & 0o022:
-        return _refuse(
-            path,
-            f"writable by {_who(st.st_mode)} (mode {_mode(st.st_mode)})",
-            f"chmod go-w {_q(path)}",
-        )
-    for directory in _directories(path):
-        problem = _directory_problem(path, directory)
-        if problem:
-            return problem
-    return None
-
-
-def _directory_problem(path: Path, directory: Path) -> str | None:
-    try:
-        st = directory.stat()
+        fd, name = _walk(path)
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        finally:
+            os.close(fd)
+        problem = _directory_problem(st, Path(path).absolute())
+    except _Unsafe as exc:
+        problem = exc
     except OSError:
         return None
+    if problem is None:
+        return None
+    return f"{path}: {problem}; {_DIR_ONLY} (fix: {problem.fixed(_ANOTHER_DIR)})"
+
+
+def _directory_problem(st: os.stat_result, where: Path) -> _Unsafe | None:
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    problem = _owner_problem(st, where, "directory")
+    if problem is None and st.st_mode & 0o022:
+        problem = _write_problem(st, where)
+    return problem
+
+
+class _Unsafe(Exception):  # noqa: N818  (an internal verdict)
+    """What is wrong and the command that mends it; `elsewhere`: the other way out."""
+
+    def __init__(self, message: str, fix: str, *, elsewhere: bool = False) -> None:
+        super().__init__(message)
+        self.fix = fix
+        self.elsewhere = elsewhere
+
+    def fixed(self, other_way: str) -> str:
+        return f"{self.fix}, or {other_way}" if self.elsewhere else self.fix
+
+
+def _walk(path: Path) -> tuple[int, str]:
+    """Follow `path` from `/` to its last component: an O_PATH descriptor of the
+    directory that holds it (checked, like every directory and link before it) and its
+    name there (never a link: a last link is followed too). Raises _Unsafe, or OSError
+    (a missing or unreadable directory on the way)."""
+    walk = _Walk(Path.cwd() / path)
+    try:
+        while walk.pending:
+            done = walk.step(walk.pending.popleft())
+            if done is not None:
+                return walk.fd, done
+    except BaseException:
+        os.close(walk.fd)
+        raise
+    return walk.fd, "."
+
+
+class _Walk:
+    """Where a walk is: the directory it holds open (checked), and what is left."""
+
+    def __init__(self, path: Path) -> None:
+        self.pending = deque(path.parts[1:])
+        self.fd = _open_dir("/", None)
+        self.at = Path("/")
+        self.links = 0
+        try:
+            _check_dir(os.fstat(self.fd), self.at)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def step(self, name: str) -> str | None:
+        """Take one component; the last one's name when it is reached."""
+        if name in ("", "."):
+            return None
+        if name == "..":
+            self._enter("..", self.at.parent)
+            return None
+        try:
+            st = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            if self.pending:
+                raise
+            return name  # the caller's open or stat says it is missing
+        if stat.S_ISLNK(st.st_mode):
+            self._follow(name, st)
+            return None
+        if not self.pending:
+            return name
+        self._enter(name, self.at / name)
+        return None
+
+    def _follow(self, name: str, st: os.stat_result) -> None:
+        self.links += 1
+        if self.links > _MAX_LINKS:
+            raise OSError(errno.ELOOP, "too many levels of symbolic links")
+        _check_link(st, self.at / name)
+        target = os.readlink(name, dir_fd=self.fd)
+        parts = Path(target).parts
+        if target.startswith("/"):
+            self._enter("/", Path("/"))
+            parts = parts[1:]
+        self.pending.extendleft(reversed(parts))
+
+    def _enter(self, name: str, where: Path) -> None:
+        """The directory `name` (never through a link) becomes the one held, checked."""
+        new = _open_dir(name, self.fd)
+        os.close(self.fd)
+        self.fd, self.at = new, where
+        _check_dir(os.fstat(new), where)
+
+
+def _open_dir(name: str, dir_fd: int | None) -> int:
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.open(name, flags, dir_fd=dir_fd)
+
+
+def _open_file(name: str, dir_fd: int | None) -> int:
+    """Open for reading without following a link, and without blocking on a FIFO."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if dir_fd is not None:
+        flags |= os.O_NOFOLLOW
+    return os.open(name, flags, dir_fd=dir_fd)
+
+
+def _read(path: Path, fd: int, *, as_root: bool) -> bytes:
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(21, "is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise _NotRegularError
+    if as_root:
+        where = Path(path).absolute()
+        problem = _owner_problem(st, where, "file")
+        if problem is None and st.st_mode & 0o022:
+            problem = _Unsafe(
+                f"writable by {_who(st.st_mode)} (mode {_mode(st.st_mode)})",
+                f"chmod go-w {_q(path)}",
+            )
+        if problem is not None:
+            raise problem
+    if st.st_size > MAX_BYTES:
+        raise _TooLargeError(st.st_size)
+    chunks, total = [], 0
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > MAX_BYTES:  # it grew while being read
+            raise _TooLargeError(total)
+    return b"".join(chunks)
+
+
+class _NotRegularError(OSError):
+    pass
+
+
+class _TooLargeError(OSError):
+    def __init__(self, size: int) -> None:
+        super().__init__(27, "too large")
+        self.size = size
+
+
+_OS_MESSAGES: dict[type[OSError], str] = {
+    _NotRegularError: "not a regular file (a schedules file is read whole: no FIFO or device)",
+    FileNotFoundError: "no such file",
+    IsADirectoryError: "is a directory, not a file",
+    NotADirectoryError: "a part of the path is not a directory",
+    PermissionError: "permission denied",
+}
+
+
+def _os_message(exc: OSError) -> str:
+    if isinstance(exc, _TooLargeError):
+        return (
+            f"too large ({exc.size:,} bytes; crond reads a schedules file of at most "
+            f"{MAX_BYTES // (1024 * 1024)} MiB)"
+        )
+    return _OS_MESSAGES.get(type(exc)) or exc.strerror or str(exc)
+
+
+def _check_dir(st: os.stat_result, where: Path) -> None:
+    problem = _owner_problem(st, where, "directory")
+    if problem is None and _writable_by_others(st) and not st.st_mode & stat.S_ISVTX:
+        problem = _write_problem(st, where)
+    if problem is not None:
+        raise problem
+
+
+def _check_link(st: os.stat_result, where: Path) -> None:
     if st.st_uid != 0:
-        return _refuse(
-            path,
-            f"the directory {directory} is owned by {_owner(st.st_uid)}, who can replace the file",
-            f"chown root {_q(directory)}, or move the file",
+        raise _Unsafe(
+            f"the symbolic link {where} on the way to it is owned by {_owner(st.st_uid)}, "
+            "who can point it elsewhere",
+            f"chown -h root {_q(where)}, or name the file by its real path",
         )
-    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-        return _refuse(
-            path,
-            f"the directory {directory} is writable by everyone without the sticky bit "
-            f"(mode {_mode(st.st_mode)}), so anyone can replace the file",
-            f"chmod o-w {_q(directory)}, or move the file",
-        )
-    return None
 
 
-def _refuse(path: Path, problem: str, fix: str) -> str:
-    return (
-        f"{path}: {problem}; crond runs as root and runs only a file that root alone "
-        f"can change (fix: {fix})"
+def _owner_problem(st: os.stat_result, where: Path, kind: str) -> _Unsafe | None:
+    if st.st_uid == 0:
+        return None
+    if kind == "file":
+        return _Unsafe(f"owned by {_owner(st.st_uid)}, not root", f"chown root {_q(where)}")
+    return _Unsafe(
+        f"the directory {where} is owned by {_owner(st.st_uid)}, who can replace what is in it",
+        f"chown root {_q(where)}",
+        elsewhere=True,
     )
 
 
-def _directories(path: Path) -> list[Path]:
-    """Every directory up to `/` above the path as given and above the file it resolves
-    to (a symlink's target may live elsewhere), nearest first, each once."""
-    seen: dict[Path, None] = {}
-    for start in (path.absolute(), path.resolve()):
-        for parent in start.parents:
-            seen.setdefault(parent)
-    return list(seen)
+def _writable_by_others(st: os.stat_result) -> bool:
+    """Writable by someone other than root: others, or a group that is not root's."""
+    return bool(st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != 0))
+
+
+def _write_problem(st: os.stat_result, where: Path) -> _Unsafe:
+    who = "everyone" if st.st_mode & stat.S_IWOTH else f"the group {_group(st.st_gid)}"
+    sticky = "" if st.st_mode & stat.S_ISVTX else " without the sticky bit"
+    return _Unsafe(
+        f"the directory {where} is writable by {who}{sticky} (mode {_mode(st.st_mode)}), "
+        "who can replace what is in it",
+        f"chmod go-w {_q(where)}",
+        elsewhere=True,
+    )
 
 
 def _owner(uid: int) -> str:
@@ -94,6 +311,14 @@ def _owner(uid: int) -> str:
         return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
     except KeyError:
         return f"uid {uid}"
+
+
+def _group(gid: int) -> str:
+    import grp  # noqa: PLC0415  (only for a refusal's message)
+
+    with contextlib.suppress(KeyError):
+        return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
+    return f"gid {gid}"
 
 
 def _who(mode: int) -> str:
@@ -105,5 +330,5 @@ def _mode(mode: int) -> str:
     return f"{stat.S_IMODE(mode):04o}"
 
 
-def _q(path: Path) -> str:
+def _q(path: Path | str) -> str:
     return shlex.quote(str(path))

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from crond import ownership
 from crond.clock import iso_utc
 
 if TYPE_CHECKING:
@@ -186,6 +187,14 @@ def open_reader(flag: str | None, configured: str | None) -> Reader:
         if not fallback or not (SYSTEM_DIR / DB_NAME).exists():
             raise
     return Reader(SYSTEM_DIR)
+
+
+def _check_directory(directory: Path) -> None:
+    """As root: the store's directory and those above it are root's alone (nobody else
+    can plant a link where crond creates its lock and SQLite files). Raises StateError."""
+    problem = ownership.directory_problem(directory)
+    if problem is not None:
+        raise StateError(problem)
 
 
 def _ts(instant: datetime) -> float:
@@ -420,6 +429,7 @@ class Reader(_Reads):
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / DB_NAME
+        _check_directory(directory)  # as root, SQLite may create the -shm file there
         try:
             if not self.path.exists():
                 raise StateError(
@@ -487,7 +497,9 @@ class Store(_Reads):
     def _take_lock(self) -> int:
         try:
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self.directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            _check_directory(self.directory)
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(self.directory / LOCK_NAME, flags, 0o600)
         except OSError as exc:
             raise StateError(f"{self.directory}: {exc.strerror or exc}") from None
         try:
@@ -550,6 +562,22 @@ class Store(_Reads):
     def close(self) -> None:
         self._db.close()
         os.close(self._lock)
+
+    def check_in_place(self) -> None:
+        """Raise StateError (to be reopened, as for a damaged file) when the store's
+        directory was removed or replaced under the daemon: its writes would go to files
+        nobody can see. The lock file this store holds must still be the one there."""
+        mine = os.fstat(self._lock)
+        try:
+            there = (self.directory / LOCK_NAME).lstat()
+        except OSError:
+            there = None
+        if there is None or (there.st_dev, there.st_ino) != (mine.st_dev, mine.st_ino):
+            raise StateError(
+                f"{self.directory}: removed or replaced while the daemon was using it; "
+                "the store is made again there (its history is lost)",
+                corrupt=True,
+            )
 
     def checkpoint(self) -> None:
         """Every `_CHECKPOINT_EVERY` commits: copy the WAL back into the file as far as

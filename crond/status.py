@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crond import state
+from crond import ownership, state
 from crond.clock import iso_utc
 
 if TYPE_CHECKING:
@@ -68,9 +68,9 @@ def quick(
     that one block of the file, else the default. A misreading can only find no store, or
     one whose daemon loaded other bytes: then the file is loaded after all."""
     try:
-        raw = path.read_bytes()
+        raw = ownership.read_schedules_file(path, enforce=False)
         reader = state.open_reader(flag, None if flag else _state_dir_hint(raw))
-    except (OSError, state.StateError):
+    except (ownership.FileRefused, state.StateError):
         return None
     try:
         published = reader.get_meta("view_sha256")

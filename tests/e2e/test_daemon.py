@@ -287,3 +287,18 @@ def test_run_job_runs_once_as_the_daemon_would(tmp_path: Path) -> None:
     missing = run_cli("run-job", str(f), "nope")
     assert missing.returncode == 2
     assert "no job named nope" in missing.stderr
+
+
+def test_output_with_unicode_line_separators_stays_one_event_per_line(tmp_path: Path) -> None:
+    """JSON allows U+2028, U+2029 and U+0085 raw in a string; line-based readers split
+    on them. Escaped in the log, each event is one line whatever a job prints."""
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "jobs:\n  sep:\n    every: 1h\n    command: [printf, 'a\\u2028b\\u2029c\\302\\205d\\n']\n",
+        encoding="utf-8",
+    )
+    result = run_cli("run-job", str(f), "sep", "--log-format", "json")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stderr.splitlines()]
+    output = [e for e in events if e["event"] == "job.output"]
+    assert [e["line"] for e in output] == ["a\u2028b\u2029c\u0085d"]

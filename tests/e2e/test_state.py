@@ -439,3 +439,46 @@ def test_a_store_of_another_crond_version_is_refused_with_a_message(
     assert history.returncode == 1
     assert "schema 9" in history.stderr
     assert "Traceback" not in history.stderr
+
+
+def test_a_store_directory_removed_under_the_daemon_is_noticed_and_made_again(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    state = tmp_path / "state"
+    f = write(tmp_path / "s.yaml", "jobs:\n  a: {every: 1s, command: 'true'}\n")
+    live = tmp_path / "live.json"
+    d = start(
+        crond,
+        str(f),
+        "--state-dir",
+        str(state),
+        "--liveness-file",
+        str(live),
+        "--heartbeat",
+        "500ms",
+    )
+    d.wait_for("state.opened")
+    d.wait_for("job.finished", lambda e: e["job"] == "a")
+    subprocess.run(["rm", "-rf", str(state)], check=True)
+    gone = d.wait_for("state.unavailable")
+    assert "removed or replaced while the daemon was using it" in gone["error"]
+    eventually(lambda: json.loads(live.read_text())["state"] == "degraded", what="degraded")
+    d.wait_for("state.opened")  # made again at the next heartbeat
+    eventually(lambda: json.loads(live.read_text())["state"] == "ok", what="ok again")
+    d.wait_for("job.finished", lambda e: e["job"] == "a")
+    assert d.stop() == 0
+    assert status(f, state)[0]["last_run"] is not None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the rule for root's store needs root")
+def test_as_root_the_daemon_refuses_a_store_directory_others_can_write(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o1777)
+    f = write(tmp_path / "s.yaml", "jobs:\n  a: {every: 1s, command: 'true'}\n")
+    result = run_cli("run", str(f), "--state-dir", str(state), "--log-format", "json")
+    assert result.returncode == 1
+    assert f"{state}: the directory {state} is writable by everyone (mode 1777)" in result.stderr
+    assert f"(fix: chmod go-w {state}, or choose another directory)" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(state.iterdir()) == []

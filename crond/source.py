@@ -1,0 +1,28 @@
+"""The schedules file from disk to a validated Config, read once and safely.
+
+Every command that reads FILE comes through here: the bytes are read by
+`ownership.read_schedules_file` (as root: only a file root alone can change, through
+one descriptor), decoded, and validated; their sha256 names exactly what was loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from crond import config, ownership
+from crond.problems import ConfigError, Problem
+
+
+def load(path: Path, *, enforce: bool = True) -> tuple[config.Config, str]:
+    """The file's Config and the sha256 of the bytes validated. `enforce`: as root, the
+    ownership rule (for the commands that run jobs). Raises ConfigError."""
+    try:
+        raw = ownership.read_schedules_file(path, enforce=enforce)
+        text = raw.decode("utf-8")
+    except ownership.FileRefused as exc:
+        raise ConfigError([Problem(str(path), 0, 0, "", exc.message)]) from None
+    except UnicodeDecodeError as exc:
+        message = f"not UTF-8 text (byte {exc.start})"
+        raise ConfigError([Problem(str(path), 0, 0, "", message)]) from None
+    return config.loads(text, str(path)), hashlib.sha256(raw).hexdigest()
