@@ -411,23 +411,9 @@ def _merge_all(defaults: dict[str, Any], jobs: dict[Any, Any], zone: Any) -> dic
     return merged_jobs
 
 
-# The marks a good file keeps (validate's DST warnings point at the cron line).
-_KEPT_MARKS = frozenset({"cron"})
-
-
 def loads(text: str, filename: str = "<string>") -> Config:
-    """Parse and validate a schedules file's text; raise ConfigError with every problem.
-
-    Most files are good, and locating every node costs more than reading the file: the
-    first pass records no marks. Any problem at all (YAML, duplicate key, validation)
-    sends the file through a second pass that locates everything, so problems read the
-    same whichever pass found them.
-    """
+    """Parse and validate a schedules file's text; raise ConfigError with every problem."""
     with gc_paused():
-        quick = yamlsource.parse_quick(text, _KEPT_MARKS)
-        if quick is not None:
-            with contextlib.suppress(ConfigError):
-                return _validated(quick, filename)
         return _validated(yamlsource.parse(text), filename)
 
 

@@ -1,12 +1,14 @@
 """Located config problems, and pydantic's errors turned into crond's messages.
 
-Every message names the bad value and what would be right; every problem carries the
-file, line and column it came from and a dotted path that names jobs by name.
+Every message names the bad value (long ones shortened) and what would be right; every
+problem carries the file, line and column it came from and a dotted path that names
+jobs by name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
@@ -57,18 +59,44 @@ def dotted(path: Path) -> str:
     return ".".join(str(part) for part in path)
 
 
-def _show(value: Any) -> str:
+_SHOWN = 60  # characters of a text value shown in a message
+
+
+def quote(text: str) -> str:
+    """A text value as a message shows it: in double quotes, shortened when long."""
+    if len(text) <= _SHOWN:
+        return f'"{text}"'
+    return f'"{text[:_SHOWN]}..." ({len(text):,} characters)'
+
+
+def show(value: Any) -> str:
+    """A value as a message shows it: text quoted and shortened, containers by kind."""
     if isinstance(value, str):
-        return f'"{value}"'
+        return quote(value)
+    if isinstance(value, (int, float, date)) and not isinstance(value, bool):
+        text = str(value)  # (a date as written: 2026-01-01)
+        return text if len(text) <= _SHOWN else f"a number of {len(text):,} digits"
+    return kind_of(value)
+
+
+_KINDS: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (str, "text"),
+    ((int, float), "a number"),
+    (datetime, "a timestamp"),  # before date: a datetime is a date
+    (date, "a date"),
+    (dict, "a mapping"),
+    (list, "a list"),
+)
+
+
+def kind_of(value: Any) -> str:
+    """What `value` is, without showing it (but for null and booleans, which say no more
+    than their kind): for values that must not be echoed."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return str(value)
+    return next((word for types, word in _KINDS if isinstance(value, types)), "a value")
 
 
 def _model_at(path: Path) -> type[BaseModel] | None:
@@ -142,6 +170,7 @@ def _message(err: ErrorDetails, path: Path) -> tuple[Path, str, bool]:  # noqa: 
     """(path, message, points_at_key) for one pydantic error."""
     kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     field = next((p for p in reversed(path) if isinstance(p, str)), "")
+    shown = show(value)
     if kind == "crond":
         return path, err["msg"], False
     if kind == "crond_field":
@@ -167,13 +196,13 @@ def _message(err: ErrorDetails, path: Path) -> tuple[Path, str, bool]:  # noqa: 
         ]
         close = _close_matches(str(value), expected, cutoff=0.5)
         hint = f' (did you mean "{close[0]}"?)' if close else ""
-        return path, f"{_show(value)} is not one of {', '.join(expected)}{hint}", False
+        return path, f"{shown} is not one of {', '.join(expected)}{hint}", False
     if kind == "literal_error" and path == ("version",):
-        return path, f"{_show(value)} is not a supported version (only 1 exists)", False
+        return path, f"{shown} is not a supported version (only 1 exists)", False
     if field in _FIELD_HINTS and path and path[-1] == field:
-        return path, f"{_show(value)} is not {_FIELD_HINTS[field]}", False
+        return path, f"{shown} is not {_FIELD_HINTS[field]}", False
     if kind in _TYPE_WORDS:
-        return path, f"{_show(value)} is not {_TYPE_WORDS[kind]}", False
+        return path, f"{shown} is not {_TYPE_WORDS[kind]}", False
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
         bound = ctx.get("ge", ctx.get("le", ctx.get("gt", ctx.get("lt"))))
         word = {
@@ -182,12 +211,12 @@ def _message(err: ErrorDetails, path: Path) -> tuple[Path, str, bool]:  # noqa: 
             "greater_than": "more than",
             "less_than": "less than",
         }[kind]
-        return path, f"{_show(value)} is out of range (must be {word} {bound})", False
+        return path, f"{shown} is out of range (must be {word} {bound})", False
     if kind == "string_too_short":
         return path, "must not be empty", False
     if field in {"args", "kwargs"} or "json" in kind:
-        return path, f"{_show(value)} is not a JSON value", False
-    return path, f"{_show(value)}: {err['msg']}", False
+        return path, f"{shown} is not a JSON value", False
+    return path, f"{shown}: {err['msg']}", False
 
 
 def problems_from_validation(
@@ -204,4 +233,13 @@ def problems_from_validation(
     return list(seen.values())
 
 
-__all__ = ["ConfigError", "Problem", "ValidationError", "dotted", "problems_from_validation"]
+__all__ = [
+    "ConfigError",
+    "Problem",
+    "ValidationError",
+    "dotted",
+    "kind_of",
+    "problems_from_validation",
+    "quote",
+    "show",
+]

@@ -1,36 +1,53 @@
-"""YAML text -> plain data, plus where every node came from.
+"""YAML text -> plain data, where every node came from, and what is wrong with it.
 
-PyYAML silently keeps the last of two equal keys; crond refuses them, so mappings are
-built here from PyYAML's event stream rather than by its constructor. Every mapping key
-and every value gets a 1-based (line, column) so that config errors can point at the
-exact place. Working from events (the C parser's, when libyaml is there) also skips
-PyYAML's node graph and its Python-level resolver, which dominate the time for a file
-of thousands of jobs.
+The schedules file is read with PyYAML's event parser (the C one, libyaml, when it is
+there) and built into dicts, lists and scalars here, by one builder, rather than by
+PyYAML's constructor. That builder:
 
-Marks cost more than the data itself (a path tuple and two dict entries for every node),
-and only a file with a problem needs them. So `parse_quick` builds the data without them,
-keeping only the few places asked for, and gives up (returns None) at the first problem
-of any kind; `parse` then reads the file again, locating everything.
+- gives every mapping key and every value a 1-based (line, column), so that config
+  errors point at the exact place (`Source.locate`);
+- types plain scalars as PyYAML's SafeLoader does (YAML 1.1: `5` is an int, `on` is
+  True), but keeps mapping keys as written (`off:` is the text "off");
+- refuses, as located problems, what a loader would silently accept or choke on:
+  duplicate keys and anchors, tags other than those of plain data, merges (`<<`) of
+  anything but mappings, nesting deeper than `MAX_DEPTH`, and aliases that stand for
+  more than `MAX_ALIAS_NODES` nodes in all (an "alias bomb" costs nothing to write and
+  everything to expand).
 
-PyYAML is imported by the functions that use it, at their first call: a file that
-`yamlfast` reads whole (most files) is loaded without it (~20 ms of every start).
+`parse` never raises: every problem is a `SourceProblem` with its place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:
-    import yaml
+import yaml
+
+from crond.problems import quote, show
 
 Path = tuple[str | int, ...]
-_STR = "tag:yaml.org,2002:str"
+
+MAX_DEPTH = 64  # lists and mappings inside each other; a schedules file needs about 5
+MAX_ALIAS_NODES = 100_000  # the nodes all aliases of a file stand for, together
+MAX_INT_TEXT = 1000  # characters of an integer (past this, building it costs too much)
+
+_TAG = "tag:yaml.org,2002:"
+_STR, _INT = _TAG + "str", _TAG + "int"
+# The tags of plain data, which a schedules file may spell out (`!!str 5`). `!` is
+# YAML's "non-specific" tag: the value is typed as if untagged.
+_SCALAR_TAGS = frozenset(_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp"))
+_SEQUENCE_TAGS = frozenset({None, "!", _TAG + "seq"})
+_MAPPING_TAGS = frozenset({None, "!", _TAG + "map"})
 # PyYAML's YAML 1.1 implicit resolvers key on a plain scalar's first character: one that
-# starts with any other character is a string, and skips the resolver.
-_MAYBE_TYPED = frozenset("yYnNtTfFoO-+0123456789.<~=")
-_MAYBE_TYPED_OR_EMPTY = _MAYBE_TYPED | {""}  # for `value[:1]`: "" (null) must resolve too
+# starts with any other character is a string, and skips the resolver. "" (for the
+# empty value, null) must resolve too.
+_MAYBE_TYPED = frozenset("yYnNtTfFoO-+0123456789.<~=") | {""}
+# What YAML refuses to read: controls (but tab and line breaks), surrogates, U+FFFE/F.
+_UNREADABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 
 
 class Mark(NamedTuple):
@@ -42,11 +59,16 @@ class Mark(NamedTuple):
 
 @dataclass(frozen=True)
 class SourceProblem:
-    """Something wrong with the YAML itself (syntax, duplicate keys, unsupported nodes)."""
+    """Something wrong with the YAML itself (syntax, duplicate keys, unsafe nodes).
+
+    `without_value` is the message without the bad value in it (when it has one), for
+    a place whose value must not be echoed: an `env` value is a secret.
+    """
 
     mark: Mark
     path: Path
     message: str
+    without_value: str = ""
 
 
 @dataclass
@@ -77,314 +99,326 @@ class Source:
         return Mark(1, 1)
 
 
-def _mark(event: yaml.Event) -> Mark:
+def _mark(event: Any) -> Mark:
     start = event.start_mark
-    return Mark(start.line + 1, start.column + 1) if start is not None else Mark(1, 1)
+    return Mark(start.line + 1, start.column + 1)
 
 
 class BadScalarError(ValueError):
-    """A plain scalar that YAML types (int, float, date, ...) but cannot build."""
+    """A scalar that cannot be built: a bad tag, or a typed value that is not valid
+    (`0x_`, `2026-02-30`). args: (message, message without the value)."""
 
 
 class _Scalars:
-    """Typed plain scalars (`5`, `true`, `null`) as PyYAML's SafeLoader reads them."""
+    """Scalars (`5`, `true`, `null`, `!!str 5`) as PyYAML's SafeLoader types them."""
 
     def __init__(self) -> None:
-        import yaml  # noqa: PLC0415  (see the module docstring)
-
         self.helper = yaml.SafeLoader("")  # its resolver and constructor, for typed scalars
-        self.node_type = yaml.ScalarNode
-        self._resolved: dict[tuple[str, tuple[bool, bool]], str] = {}
-        # Plain untagged scalars that looked typed but resolved to a string (`5m`, `1h`):
-        # a file repeats a few of them thousands of times.
-        self.texts: set[str] = set()
+        self.resolved: dict[str, str] = {}  # `5m`, `1h` repeat thousands of times
 
-    def _resolve(self, value: str, implicit: tuple[bool, bool]) -> str:
-        """The implicit tag of a plain scalar; values like `5m` repeat, so it is cached."""
-        key = (value, implicit)
-        tag = self._resolved.get(key)
-        if tag is None:
-            resolved = self.helper.resolve(self.node_type, value, implicit)  # type: ignore[no-untyped-call]
-            tag = self._resolved[key] = str(resolved)
-        return tag
-
-    def value(self, event: yaml.ScalarEvent) -> Any:
-        value: str = event.value
+    def value(self, event: Any) -> Any:
+        text: str = event.value
         tag = event.tag
-        if tag in (None, "!", _STR) and (
-            not event.implicit[0] or tag == _STR or (value and value[0] not in _MAYBE_TYPED)
-        ):
-            return value
-        if tag in (None, "!"):
-            tag = self._resolve(value, event.implicit)
+        if tag is None or tag == "!":
+            if not event.implicit[0] or text[:1] not in _MAYBE_TYPED:
+                return text
+            tag = self.resolved.get(text)
+            if tag is None:
+                node_type = yaml.ScalarNode
+                resolved = self.helper.resolve(node_type, text, (True, False))  # type: ignore[no-untyped-call]
+                tag = self.resolved[text] = str(resolved)
+        elif tag not in _SCALAR_TAGS:
+            message = _unsupported_tag(tag, "a scalar")
+            raise BadScalarError(message, message)
         if tag == _STR:
-            if event.tag is None:
-                self.texts.add(value)
-            return value
-        node = self.node_type(tag, value, style=event.style)
+            return text
+        if tag == _INT and len(text) > MAX_INT_TEXT:
+            why = f"an integer with too many digits (more than {MAX_INT_TEXT})"
+            fix = "quote it to keep it as text"
+            raise BadScalarError(f"{quote(text)} is {why}; {fix}", f"the value is {why}; {fix}")
         try:
-            return self.helper.construct_object(node, deep=True)
+            return self.helper.construct_object(yaml.ScalarNode(tag, text), deep=True)
         # PyYAML's constructors fail in many ways on values they cannot build (`0x_`,
         # `2026-02-30`, `!!bool foo`: ValueError, KeyError, AttributeError, IndexError...):
         # every one of them is a mistake in the file, never crond's.
         except Exception as exc:  # noqa: BLE001
-            kind = tag.rsplit(":", 1)[-1]
-            why = f" ({exc})" if type(exc) is ValueError else ""  # PyYAML's own words
-            if event.tag in (None, "!"):
-                reads = f"reads as a YAML {kind} but is not a valid one"
-                fix = "quote it to keep it as text"
-            else:
-                shown = event.tag.replace("tag:yaml.org,2002:", "!!")
-                reads, fix = f"is not a valid {shown}", f"remove the {shown} tag or fix the value"
-            raise BadScalarError(f'"{value}" {reads}{why}; {fix}') from None
+            raise _bad_scalar(event, tag, exc) from None
+
+
+def _bad_scalar(event: Any, tag: str, exc: Exception) -> BadScalarError:
+    kind = tag.rsplit(":", 1)[-1]
+    why = f" ({exc})" if type(exc) is ValueError else ""  # PyYAML's own words
+    if event.tag in (None, "!"):
+        reads = f"reads as a YAML {kind} but is not a valid one"
+        fix = "quote it to keep it as text"
+    else:
+        shown = event.tag.replace(_TAG, "!!")
+        reads, fix = f"is not a valid {shown}", f"remove the {shown} tag or fix the value"
+    return BadScalarError(f"{quote(event.value)} {reads}{why}; {fix}", f"the value {reads}; {fix}")
+
+
+def _unsupported_tag(tag: str, what: str) -> str:
+    shown = quote(tag.replace(_TAG, "!!"))
+    return (
+        f"the tag {shown} is not allowed on {what}: crond reads plain data (text, numbers, "
+        "true/false, null, timestamps, lists and mappings); remove the tag"
+    )
+
+
+class _Anchor(NamedTuple):
+    value: Any
+    nodes: int  # how many nodes it is, counting what its own aliases stand for
+    height: int  # how many lists and mappings deep it is
 
 
 class _Builder:
-    def __init__(self, events: Iterator[yaml.Event], source: Source) -> None:
-        self.events = events
+    """The data of one YAML document, from PyYAML's events (see the module docstring)."""
+
+    def __init__(self, loader: yaml.SafeLoader, source: Source) -> None:
+        self.get: Callable[[], Any] = loader.get_event
         self.source = source
         self.scalar = _Scalars().value
-        self.anchors: dict[str, Any] = {}
+        self.anchors: dict[str, _Anchor] = {}
+        self.building: set[str] = set()  # anchors whose node is not complete yet
+        self.depth = 0  # lists and mappings open around the current node
+        self.deepest = 0  # the largest depth reached (within the current anchor)
+        self.nodes = 0  # nodes built, each alias counting the nodes it stands for
+        self.by_alias = 0  # of those, the nodes aliases stood for
 
-    def node(self, event: yaml.Event, path: Path) -> Any:
-        import yaml  # noqa: PLC0415  (see the module docstring)
-
-        self.source.values[path] = _mark(event)
-        if isinstance(event, yaml.AliasEvent):
-            anchor = event.anchor or ""
-            if anchor not in self.anchors:
-                self._problem(event, path, f'unknown alias "*{anchor}"')
-            return self.anchors.get(anchor)
-        if isinstance(event, yaml.ScalarEvent):
-            try:
-                value = self.scalar(event)
-            except BadScalarError as exc:
-                self._problem(event, path, str(exc))
-                value = event.value
-        elif isinstance(event, yaml.SequenceStartEvent):
-            value = self._sequence(path)
-        elif isinstance(event, yaml.MappingStartEvent):
-            value = self._mapping(path)
-        else:  # pragma: no cover - the parser emits nothing else inside a document
-            raise TypeError(f"unexpected YAML event {event}")
-        new_anchor: str | None = getattr(event, "anchor", None)
-        if new_anchor:
-            self.anchors[new_anchor] = value
-        return value
-
-    def _sequence(self, path: Path) -> list[Any]:
-        import yaml  # noqa: PLC0415  (see the module docstring)
-
-        items: list[Any] = []
-        for event in self.events:
-            if isinstance(event, yaml.SequenceEndEvent):
+    def document(self) -> Any:
+        """The first document's data; a second document is a problem."""
+        event = self.get()
+        while isinstance(event, (yaml.StreamStartEvent, yaml.DocumentStartEvent)):
+            event = self.get()
+        if isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):
+            return None
+        data = self.node(event, ())
+        while not isinstance(event, yaml.StreamEndEvent):
+            event = self.get()
+            if isinstance(event, yaml.DocumentStartEvent):
+                self.problem(_mark(event), (), _SECOND_DOCUMENT)
                 break
-            items.append(self.node(event, (*path, len(items))))
-        return items
-
-    def _mapping(self, path: Path) -> dict[Any, Any]:
-        import yaml  # noqa: PLC0415  (see the module docstring)
-
-        result: dict[Any, Any] = {}
-        merges: list[Any] = []
-        for key_event in self.events:
-            if isinstance(key_event, yaml.MappingEndEvent):
-                break
-            if not isinstance(key_event, yaml.ScalarEvent):
-                self._problem(key_event, path, "a key must be a plain value")
-                self.node(key_event, (*path, "?"))  # a whole list or mapping: before its value
-                self.node(next(self.events), (*path, "?"))
-                continue
-            value_event = next(self.events)
-            if key_event.value == "<<" and key_event.implicit[0]:
-                merged = self.node(value_event, (*path, "<<"))
-                merges.extend(merged if isinstance(merged, list) else [merged])
-                continue
-            try:
-                key = _key_text(key_event, self.scalar)
-            except BadScalarError as exc:  # `!!int 0x_:`
-                self._problem(key_event, path, str(exc))
-                key = key_event.value
-            if key in result:
-                first = self.source.keys[(*path, key)]
-                self._problem(
-                    key_event,
-                    (*path, key),
-                    f'duplicate key "{key}" (first defined at line {first.line}); '
-                    "YAML would silently keep only the last one: remove or rename one",
-                )
-                self.node(value_event, (*path, key, "(duplicate)"))
-                continue
-            self.source.keys[(*path, key)] = _mark(key_event)
-            result[key] = self.node(value_event, (*path, key))
-        for merged in merges:  # `<<`: keys of the mapping itself win over merged ones
-            if isinstance(merged, dict):
-                for key, value in merged.items():
-                    result.setdefault(key, value)
-        return result
-
-    def _problem(self, event: yaml.Event, path: Path, message: str) -> None:
-        self.source.problems.append(SourceProblem(_mark(event), path, message))
-
-
-def _key_text(event: yaml.ScalarEvent, scalar: Callable[[yaml.ScalarEvent], Any]) -> str:
-    """A mapping key as written: job names and env variables are text, so `off:`, `yes:`
-    or `0x10:` stay what they say (YAML 1.1 would make them False, True and 16). Only
-    an explicit tag (`!!int 10:`) is honoured."""
-    if event.tag is None:
-        return event.value
-    key = scalar(event)
-    return key if isinstance(key, str) else str(key)
-
-
-class _Unlocated(Exception):  # noqa: N818  (a signal to parse again, not an error)
-    """The quick pass met a problem; `parse` finds and places it."""
-
-
-class _QuickBuilder:
-    """`_Builder` without marks, for files without problems: the same data, built by one
-    tight loop per mapping (type identity instead of isinstance chains; plain strings,
-    most of a schedules file, taken on the spot). Records the value marks of containers
-    and aliases, and of values under a key in `keep`: with those, `Source.locate` finds a
-    path ending in a kept key exactly as after `parse`.
-    """
-
-    def __init__(self, get_event: Callable[[], Any], keep: frozenset[str]) -> None:
-        self.get = get_event
-        self.keep = keep
-        self.values: dict[Path, Mark] = {}
-        scalars = _Scalars()
-        self.scalar, self.texts = scalars.value, scalars.texts
-        self.anchors: dict[str, Any] = {}
+        return data
 
     def node(self, event: Any, path: Path) -> Any:
-        import yaml  # noqa: PLC0415  (see the module docstring)
-
-        kind = type(event)
-        if kind is yaml.ScalarEvent:
-            value = self.scalar(event)
-        else:
-            self.mark(event, path)
-            if kind is yaml.MappingStartEvent:
-                value = self.mapping(path)
-            elif kind is yaml.SequenceStartEvent:
-                value = self.sequence(path)
-            elif kind is yaml.AliasEvent and event.anchor in self.anchors:
-                return self.anchors[event.anchor]
-            else:
-                raise _Unlocated
-        if event.anchor:
-            self.anchors[event.anchor] = value
+        self.source.values[path] = _mark(event)
+        if type(event) is yaml.AliasEvent:
+            return self.alias(event, path)
+        anchor: str | None = event.anchor
+        if anchor is None:
+            return self.build(event, path)
+        nodes, deepest, depth = self.nodes, self.deepest, self.depth
+        self.deepest = depth
+        self.building.add(anchor)
+        value = self.build(event, path)
+        self.building.discard(anchor)
+        height, self.deepest = self.deepest - depth, max(deepest, self.deepest)
+        self.define(anchor, _Anchor(value, self.nodes - nodes, height), event, path)
         return value
 
-    def mark(self, event: Any, path: Path) -> None:
-        start = event.start_mark
-        # tuple.__new__: Mark(...) would go through a Python-level __new__
-        self.values[path] = tuple.__new__(Mark, (start.line + 1, start.column + 1))
+    def define(self, name: str, anchor: _Anchor, event: Any, path: Path) -> None:
+        first = self.anchors.get(name)
+        if first is None:
+            self.anchors[name] = anchor
+            return
+        self.problem(
+            _mark(event),
+            path,
+            f"the anchor {quote('&' + name)} is defined a second time (YAML would let the "
+            "second one silently replace the first for the aliases after it); rename one",
+        )
 
-    # In the two loops below, `plain` is a string as it stands: no tag, no anchor, and
-    # quoted, or starting with a character no YAML 1.1 type starts with, or known to be
-    # text (see `_Scalars.value`). Written out, not a function: it runs for every scalar.
+    def build(self, event: Any, path: Path) -> Any:
+        self.nodes += 1
+        kind = type(event)
+        if kind is yaml.ScalarEvent:
+            try:
+                return self.scalar(event)
+            except BadScalarError as exc:
+                self.problem(_mark(event), path, *exc.args)
+                return event.value
+        if kind is yaml.SequenceStartEvent:
+            tags, what = _SEQUENCE_TAGS, "a list"
+        elif kind is yaml.MappingStartEvent:
+            tags, what = _MAPPING_TAGS, "a mapping"
+        else:  # pragma: no cover - the parser emits nothing else inside a document
+            raise TypeError(f"unexpected YAML event {event}")
+        tag: str | None = event.tag
+        if tag not in tags:
+            self.problem(_mark(event), path, _unsupported_tag(tag or "", what))
+        if self.depth >= MAX_DEPTH:
+            self.problem(_mark(event), path, _TOO_DEEP)
+            self.skip()
+            return None
+        self.depth += 1
+        self.deepest = max(self.deepest, self.depth)
+        value = self.sequence(path) if kind is yaml.SequenceStartEvent else self.mapping(path)
+        self.depth -= 1
+        return value
+
+    def alias(self, event: Any, path: Path) -> Any:
+        name = event.anchor or ""
+        anchor = self.anchors.get(name)
+        if anchor is None:
+            inside = name in self.building
+            why = "refers to the node it is in (data that contains itself)" if inside else ""
+            self.problem(_mark(event), path, f"the alias {quote('*' + name)} {why or _UNKNOWN}")
+            return None
+        if self.by_alias + anchor.nodes > MAX_ALIAS_NODES:
+            if self.by_alias <= MAX_ALIAS_NODES:  # said once: a bomb has many aliases
+                self.problem(_mark(event), path, _too_many_nodes(name))
+            self.by_alias = MAX_ALIAS_NODES + 1
+            return None
+        if self.depth + anchor.height > MAX_DEPTH:
+            self.problem(_mark(event), path, _TOO_DEEP)
+            return None
+        self.nodes += anchor.nodes
+        self.by_alias += anchor.nodes
+        self.deepest = max(self.deepest, self.depth + anchor.height)
+        return anchor.value
 
     def sequence(self, path: Path) -> list[Any]:
-        import yaml  # noqa: PLC0415  (see the module docstring)
-
-        get, texts = self.get, self.texts
-        scalar_event, sequence_end = yaml.ScalarEvent, yaml.SequenceEndEvent
         items: list[Any] = []
         while True:
-            event = get()
-            if type(event) is scalar_event:
-                text = event.value
-                plain = (
-                    event.tag is None
-                    and event.anchor is None
-                    and (
-                        not event.implicit[0]
-                        or text[:1] not in _MAYBE_TYPED_OR_EMPTY
-                        or text in texts
-                    )
-                )
-                items.append(text if plain else self.node(event, (*path, len(items))))
-            elif type(event) is sequence_end:
+            event = self.get()
+            if type(event) is yaml.SequenceEndEvent:
                 return items
-            else:
-                items.append(self.node(event, (*path, len(items))))
+            items.append(self.node(event, (*path, len(items))))
 
-    def mapping(self, path: Path) -> dict[Any, Any]:
-        import yaml  # noqa: PLC0415  (see the module docstring)
-
-        get, keep, texts = self.get, self.keep, self.texts
-        scalar_event, mapping_end = yaml.ScalarEvent, yaml.MappingEndEvent
-        result: dict[Any, Any] = {}
-        merges: list[Any] = []
+    def mapping(self, path: Path) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        merges: list[dict[str, Any]] = []
         while True:
-            event = get()
-            if type(event) is not scalar_event:
-                if type(event) is mapping_end:
-                    break
-                raise _Unlocated
-            key = event.value
-            if not (
-                event.tag is None
-                and event.anchor is None
-                and (not event.implicit[0] or key[:1] not in _MAYBE_TYPED_OR_EMPTY or key in texts)
-            ):
-                if key == "<<" and event.implicit[0]:
-                    merged = self.node(get(), (*path, "<<"))
-                    merges.extend(merged if isinstance(merged, list) else [merged])
-                    continue
-                key = _key_text(event, self.scalar)
-            if key in result:
-                raise _Unlocated
-            event = get()
-            if key in keep:
-                self.mark(event, (*path, key))
-            text = event.value if type(event) is scalar_event else None
-            if (
-                text is not None
-                and event.tag is None
-                and event.anchor is None
-                and (
-                    not event.implicit[0] or text[:1] not in _MAYBE_TYPED_OR_EMPTY or text in texts
-                )
-            ):
-                result[key] = text
+            event = self.get()
+            kind = type(event)
+            if kind is yaml.MappingEndEvent:
+                break
+            if kind is not yaml.ScalarEvent:  # `? [a, b]\n: value`
+                self.problem(_mark(event), path, "a key must be a plain value")
+                self.node(event, (*path, "?"))  # a whole list or mapping: before its value
+                self.node(self.get(), (*path, "?"))
+            elif event.value == "<<" and event.tag is None and event.implicit[0]:
+                merges += self.merged(self.get(), (*path, "<<"))
             else:
-                result[key] = self.node(event, (*path, key))
+                self.entry(event, path, result)
         for merged in merges:  # `<<`: keys of the mapping itself win over merged ones
-            if isinstance(merged, dict):
-                for key, value in merged.items():
-                    result.setdefault(key, value)
+            for key, value in merged.items():
+                result.setdefault(key, value)
         return result
+
+    def entry(self, event: Any, path: Path, result: dict[str, Any]) -> None:
+        """One `key: value` of a mapping, into `result`."""
+        key = self.key(event, path)
+        where = (*path, key)
+        first = self.source.keys.get(where) if key in result else None
+        if first is not None:
+            self.problem(
+                _mark(event),
+                where,
+                f"duplicate key {quote(key)} (first defined at line {first.line}); "
+                "YAML would silently keep only the last one: remove or rename one",
+            )
+            self.node(self.get(), (*where, "(duplicate)"))
+            return
+        self.source.keys[where] = _mark(event)
+        result[key] = self.node(self.get(), where)
+
+    def key(self, event: Any, path: Path) -> str:
+        """A mapping key as written: job names and env variables are text, so `off:`,
+        `yes:` or `0x10:` stay what they say (YAML 1.1 would make them False, True and 16).
+        Only an explicit tag (`!!int 10:`) is honoured."""
+        self.nodes += 1
+        key: str = event.value
+        if event.tag is not None:
+            try:
+                typed = self.scalar(event)
+                key = typed if isinstance(typed, str) else str(typed)
+            except BadScalarError as exc:  # `!!int 0x_:`
+                self.problem(_mark(event), path, *exc.args)
+        if event.anchor is not None:  # `&name key:`, then `*name` elsewhere
+            self.define(event.anchor, _Anchor(key, 1, 0), event, path)
+        return key
+
+    def merged(self, event: Any, path: Path) -> list[dict[str, Any]]:
+        """The mappings a merge key (`<<: *common`, `<<: [*a, *b]`) brings in."""
+        problems = len(self.source.problems)
+        value = self.node(event, path)
+        said = len(self.source.problems) > problems  # (a bad alias is null: said already)
+        items, paths = [value], [path]
+        if isinstance(value, list):
+            items, paths = value, [(*path, i) for i in range(len(value))]
+        found = []
+        for item, where in zip(items, paths, strict=True):
+            if isinstance(item, dict):
+                found.append(item)
+            elif not (item is None and said):
+                self.problem(self.source.locate(where), where, _bad_merge(item))
+        return found
+
+    def skip(self) -> None:
+        """Past the end of the list or mapping just started, building nothing."""
+        open_collections = 1
+        while open_collections:
+            event = self.get()
+            kind = type(event)
+            if kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
+                open_collections += 1
+            elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+                open_collections -= 1
+            anchor = getattr(event, "anchor", None)
+            if anchor is not None and kind is not yaml.AliasEvent:
+                self.anchors.setdefault(anchor, _Anchor(None, 1, 0))  # said already
+
+    def problem(self, mark: Mark, path: Path, message: str, without_value: str = "") -> None:
+        self.source.problems.append(SourceProblem(mark, path, message, without_value))
+
+
+_UNKNOWN = "is not defined before it (define the anchor, `&name`, first)"
+_TOO_DEEP = (
+    f"lists and mappings nested more than {MAX_DEPTH} deep; a schedules file needs a "
+    "handful of levels: flatten the data"
+)
+_SECOND_DOCUMENT = (
+    "a second YAML document starts here (after `---`); crond reads one document: put "
+    "every job under the first one's `jobs:`"
+)
+
+
+def _too_many_nodes(name: str) -> str:
+    return (
+        f"with the alias {quote('*' + name)}, the file's aliases stand for more than "
+        f"{MAX_ALIAS_NODES:,} values in all (an alias bomb?); write the data out, or use "
+        "fewer or smaller aliases"
+    )
+
+
+def _bad_merge(value: Any) -> str:
+    return (
+        "a merge key (<<) takes a mapping or a list of mappings (e.g. `<<: *common`), "
+        f"not {show(value)}"
+    )
 
 
 def _loader(text: str) -> yaml.SafeLoader:
     """PyYAML's loader for `text`: the C one, several times faster; the pure one where
     libyaml is absent."""
-    import yaml  # noqa: PLC0415  (see the module docstring)
-
     loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return loader(text)
 
 
 def parse(text: str) -> Source:
-    """Parse YAML text (its first document). Syntax errors become a problem with their
-    line; never raises."""
-    import yaml  # noqa: PLC0415  (see the module docstring)
-
+    """Parse YAML text (its first document), locating every node. Never raises: syntax
+    errors and unsafe input become problems with their line and column."""
     source = Source(data=None)
-    loader = _loader(text)
     try:
-        events = iter(loader.get_event, None)
-        builder = _Builder(_until_document_end(events), source)
-        for event in builder.events:
-            source.data = builder.node(event, ())
-            break
-        for event in events:  # the rest of the stream: it must end here
-            if isinstance(event, yaml.DocumentStartEvent):
-                source.problems.append(SourceProblem(_mark(event), (), _SECOND_DOCUMENT))
-                break
+        loader = _loader(text)
+    # The pure loader checks every character here; the C one cannot encode a surrogate.
+    except (yaml.reader.ReaderError, UnicodeEncodeError):
+        return _unreadable(text)
+    try:
+        source.data = _Builder(loader, source).document()
+    except yaml.reader.ReaderError:
+        return _unreadable(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = Mark(mark.line + 1, mark.column + 1) if mark else Mark(1, 1)
@@ -398,10 +432,23 @@ def parse(text: str) -> Source:
     return source
 
 
-_SECOND_DOCUMENT = (
-    "a second YAML document starts here (after `---`); crond reads one document: put "
-    "every job under the first one's `jobs:`"
-)
+def _unreadable(text: str) -> Source:
+    """The first character YAML refuses to read, at its line and column (PyYAML says
+    only "position N", counted differently by its two readers)."""
+    found = _UNREADABLE.search(text)
+    if found is None:  # pragma: no cover - the reader refused a character we allow
+        return Source(data=None, problems=[SourceProblem(Mark(1, 1), (), "unreadable text")])
+    at = found.start()
+    line, line_start = 1, 0
+    for brk in _LINE_BREAK.finditer(text, 0, at):
+        line, line_start = line + 1, brk.end()
+    code = ord(found.group())
+    message = (
+        f"the character U+{code:04X} cannot appear in a YAML file (control characters, lone "
+        "surrogates, U+FFFE and U+FFFF cannot); remove it, or inside a double-quoted value "
+        f'write it as an escape ("\\u{code:04x}")'
+    )
+    return Source(data=None, problems=[SourceProblem(Mark(line, at - line_start + 1), (), message)])
 
 
 def _syntax_hint(text: str, where: Mark, what: str) -> str:
@@ -418,57 +465,3 @@ def _syntax_hint(text: str, where: Mark, what: str) -> str:
         if len(line) - len(line.lstrip(" ")) < indent:
             return " (this line is indented less than the file's first line)"
     return ""
-
-
-def _until_document_end(events: Iterator[yaml.Event]) -> Iterator[yaml.Event]:
-    """The events of the first document's content."""
-    import yaml  # noqa: PLC0415  (see the module docstring)
-
-    for event in events:
-        if isinstance(event, (yaml.StreamStartEvent, yaml.DocumentStartEvent)):
-            continue
-        if isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):
-            return
-        yield event
-
-
-def parse_quick(text: str, keep: frozenset[str] = frozenset()) -> Source | None:
-    """The data of `parse(text)`, or None when the file has any problem (a YAML error, a
-    duplicate key, ...): then `parse` locates it. Records only the marks that
-    `Source.locate` needs for paths ending in a key in `keep`.
-
-    A file of the usual shape is read by `yamlfast`, line by line without PyYAML (in
-    about two thirds of the time); anything else, or anything `yamlfast` is unsure of,
-    by PyYAML's parser.
-    """
-    from crond import yamlfast  # noqa: PLC0415  (yamlfast imports this module)
-
-    fast = yamlfast.parse_fast(text, keep)
-    if fast is not None:
-        return fast
-    return _parse_quick_pyyaml(text, keep)
-
-
-def _parse_quick_pyyaml(text: str, keep: frozenset[str]) -> Source | None:
-    """`parse_quick` by PyYAML's parser and `_QuickBuilder`: any file."""
-    import yaml  # noqa: PLC0415  (see the module docstring)
-
-    loader = _loader(text)
-    try:
-        get: Callable[[], Any] = loader.get_event
-        event = get()
-        while isinstance(event, (yaml.StreamStartEvent, yaml.DocumentStartEvent)):
-            event = get()
-        builder = _QuickBuilder(get, keep)
-        if isinstance(event, (yaml.DocumentEndEvent, yaml.StreamEndEvent)):
-            return Source(data=None)
-        data = builder.node(event, ())
-        while not isinstance(event, yaml.StreamEndEvent):  # nothing after the document
-            event = get()
-            if isinstance(event, yaml.DocumentStartEvent):
-                return None
-    except (yaml.YAMLError, _Unlocated, BadScalarError):
-        return None
-    finally:
-        loader.dispose()
-    return Source(data=data, values=builder.values)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from crond import config, timing, yamlsource
+from crond import config, timing
 from crond.config import ConfigError, Output, Overlap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -425,72 +425,6 @@ def test_json_schema_describes_jobs() -> None:
     assert {"cron", "every", "command", "python", "retry"} <= set(job["properties"])
     assert job["additionalProperties"] is False
     assert schema["properties"]["jobs"]["propertyNames"]["pattern"].startswith("^[A-Za-z0-9]")
-
-
-# --- the quick pass (no marks) and the located pass agree -------------------------------
-
-YAML_FEATURES = [
-    "jobs:\n  a: &common\n    every: 1m\n    command: echo\n  b:\n    <<: *common\n"
-    "    command: echo b\n",
-    "x: &b {cron: '30 2 * * *', grace: 1m}\ny: &c {every: 2m}\n"
-    "jobs:\n  a:\n    <<: [*b, *c]\n    command: x\n",
-    "jobs:\n  a:\n    every: 60\n    command: [echo, 1, 2.5, true, null, ~, '', 0x1f, 2026-01-01, "
-    "'5', \"yes\", -1, .inf, =, <<]\n",
-    "jobs:\n  a:\n    every: !!str 60\n    command: ! 5\n    description: !!int '7'\n",
-    "jobs:\n  'a':\n    every: 1m\n    command:\n  \"b\": {every: 1m, command: ''}\n",
-    "jobs:\n  1: {every: 1m, command: x}\n  true: {every: 1m, command: x}\n"
-    "  null: {every: 1m, command: x}\n  2026-01-01: {every: 1m, command: x}\n",
-    "jobs: {a: {every: 1m, command: x}}\n---\nother: [1\n",
-    "jobs:\n  a:\n    every: &e 1m\n    command: &c [a, b]\n  b:\n    every: *e\n    command: *c\n",
-    "jobs:\n  a:\n    cron: &c '0 2 * * *'\n    command: x\n  b:\n    cron: *c\n    command: y\n"
-    "  c: &job {cron: '0 3 * * *', command: z}\n  d: *job\n",
-    "defaults:\n  cron: '0 2 * * *'\njobs:\n  a: {command: x}\n  b:\n    command: y\n",
-    "jobs:\n  a:\n    cron: >-\n      0 2\n      * * *\n"
-    "    command: |\n      echo one\n      echo two\n",
-    "jobs:\n  a:\n    every: 1m\n    command: x\n    env: {A: *nope}\n",
-    "jobs:\n  ? [a, b]\n  : {every: 1m, command: x}\n",
-    "jobs:\n  &k a: {every: 1m, command: x}\n  b: *k\n",
-    "jobs: []\n",
-    "",
-    "# only a comment\n",
-    "just text\n",
-]
-
-
-def _texts() -> list[str]:
-    return [GOOD, *YAML_FEATURES, *(textwrap.dedent(b[1]) for b in BAD)]
-
-
-@pytest.mark.parametrize("text", _texts())
-def test_quick_pass_builds_the_same_data_or_gives_up(text: str) -> None:
-    located = yamlsource.parse(text)
-    quick = yamlsource.parse_quick(text, frozenset({"cron"}))
-    if located.problems:
-        assert quick is None
-        return
-    assert quick is not None
-    assert quick.data == located.data
-    for path in [*located.values, *located.keys]:
-        if path[-1:] == ("cron",):
-            assert quick.locate(path) == located.locate(path), path
-
-
-@pytest.mark.parametrize("text", _texts())
-def test_loads_is_the_same_without_the_quick_pass(
-    text: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def load() -> tuple[object, ...]:
-        try:
-            cfg = config.loads(text, "s.yaml")
-        except ConfigError as exc:
-            return ("error", [str(p) for p in exc.problems])
-        names = [job.name for job in cfg.jobs.values()]
-        warnings = config.dst_warnings(cfg, datetime(2026, 1, 1, tzinfo=UTC))
-        return (cfg, names, [str(w) for w in warnings], cfg._cron_marks)
-
-    quick = load()
-    monkeypatch.setattr(yamlsource, "parse_quick", lambda *_: None)
-    assert load() == quick
 
 
 @pytest.mark.parametrize("enabled", [True, False])
