@@ -35,7 +35,14 @@ from pydantic_core import PydanticCustomError
 
 from crond import timing, yamlsource
 from crond.durations import DurationError, format_duration, parse_duration
-from crond.problems import ConfigError, Problem, problems_from_validation
+from crond.problems import (
+    ConfigError,
+    Problem,
+    is_secret,
+    kind_of,
+    problems_from_validation,
+    show,
+)
 from crond.zones import ZoneError, get_zone
 
 __all__ = [
@@ -71,6 +78,13 @@ _parse_duration = functools.lru_cache(maxsize=8192)(parse_duration)
 
 
 def _duration(value: object) -> timedelta:
+    # What is not a short text or a whole number is refused here, in crond's words (a
+    # list or a long text would be echoed whole).
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or len(str(value)) > 100:
+        raise PydanticCustomError(
+            "crond",
+            f"{show(value)} is not a duration (use whole seconds or units like 90s, 5m, 1h30m)",
+        )
     try:
         return _parse_duration(value) if isinstance(value, str) else parse_duration(value)
     except DurationError as exc:
@@ -104,12 +118,22 @@ Grace = Annotated[timedelta, BeforeValidator(_grace), WithJsonSchema(_DURATION_S
 
 
 def _env_value(value: object) -> str:
-    if isinstance(value, bool) or value is None or not isinstance(value, (str, int, float)):
-        shown = "null" if value is None else str(value).lower()
+    # An env value may be a secret: a message names its kind, never the value (null,
+    # true and false say no more than their kind).
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    shown = kind_of(value)
+    if value is None or isinstance(value, bool):
         raise PydanticCustomError(
             "crond", f'{shown} is not a string; quote it ("{shown}") to pass it as text'
         )
-    return str(value)
+    raise PydanticCustomError(
+        "crond",
+        f"{shown} is not a string (env values are text; numbers are turned into text); "
+        "the value is not shown, it may be a secret",
+    )
 
 
 EnvValue = Annotated[str, BeforeValidator(_env_value), WithJsonSchema({"type": "string"})]
@@ -445,32 +469,19 @@ def gc_paused() -> Iterator[None]:
 
 def _validated(source: yamlsource.Source, filename: str) -> Config:
     """The Config of parsed `source`, or ConfigError with every problem, located."""
-    problems = [Problem.at(filename, p.mark, p.path, p.message) for p in source.problems]
+    problems = [_source_problem(p, filename) for p in source.problems]
     data = source.data
     if not problems:
         shape = _top_level_shape(data)
         if shape:
             raise ConfigError([Problem.at(filename, yamlsource.Mark(1, 1), (), shape)])
     if not isinstance(data, dict):
-        raise ConfigError(problems)
+        raise ConfigError(sorted(set(problems)))
     data = dict(data)
-    defaults = data.get("defaults")
-    good_defaults: dict[str, Any] = {}
-    if isinstance(defaults, dict):
-        try:
-            JobFields.model_validate(defaults)
-            good_defaults = defaults
-        except ValidationError as exc:
-            bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
-            good_defaults = {k: v for k, v in defaults.items() if k not in bad}
     jobs = data.get("jobs")
     if isinstance(jobs, dict):
-        zone = data.get("timezone", "UTC")
-        try:
-            get_zone(zone)
-        except (ZoneError, TypeError):
-            zone = "UTC"  # reported once, at the top-level `timezone`
-        data["jobs"] = _merge_all(good_defaults, jobs, zone)
+        defaults = _good_defaults(data.get("defaults"))
+        data["jobs"] = _merge_all(defaults, jobs, _file_zone(data.get("timezone", "UTC")))
     crons: dict[str, timing.CronExpr] = {}
     try:
         config = Config.model_validate(data, context={_CRONS: crons})
@@ -480,6 +491,49 @@ def _validated(source: yamlsource.Source, filename: str) -> Config:
     problems += _check_names(data.get("jobs"), source, filename)
     if problems or config is None:
         raise ConfigError(sorted(set(problems)))
+    _finish(config, source, filename, crons)
+    return config
+
+
+def _source_problem(problem: yamlsource.SourceProblem, filename: str) -> Problem:
+    """A problem of the YAML itself; inside an `env`, without the value (a secret)."""
+    message = problem.message
+    if problem.without_value and is_secret(problem.path):
+        message = problem.without_value
+    return Problem.at(filename, problem.mark, problem.path, message)
+
+
+def _good_defaults(defaults: object) -> dict[str, Any]:
+    """The fields of `defaults` that are valid: a bad one is reported once, at
+    `defaults.FIELD`, and not merged into every job."""
+    if not isinstance(defaults, dict):
+        return {}
+    try:
+        JobFields.model_validate(defaults)
+    except ValidationError as exc:
+        bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+    else:
+        bad = set()
+    # `grace:` with no value sets no default (merged, it would fail in every job)
+    return {k: v for k, v in defaults.items() if k not in bad and v is not None}
+
+
+def _file_zone(zone: object) -> object:
+    """The file's zone for its cron jobs; "UTC" when it is not one (reported once, at
+    the top-level `timezone`)."""
+    if not isinstance(zone, str):
+        return "UTC"
+    try:
+        get_zone(zone)
+    except ZoneError:
+        return "UTC"
+    return zone
+
+
+def _finish(
+    config: Config, source: yamlsource.Source, filename: str, crons: dict[str, timing.CronExpr]
+) -> None:
+    """Name the jobs, give them their parsed `cron`, and keep the cron lines' places."""
     config._path = filename
     # Only the cron lines' places outlive the load (for validate's DST warnings): the
     # whole location map of a 10,000-job file is tens of MB the daemon does not need.
@@ -503,7 +557,6 @@ def _validated(source: yamlsource.Source, filename: str) -> Config:
             job, "__pydantic_fields_set__", fields_sets.setdefault(frozenset(given), given)
         )
     config._cron_marks = cron_marks
-    return config
 
 
 def _top_level_shape(data: object) -> str | None:

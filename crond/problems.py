@@ -1,12 +1,14 @@
 """Located config problems, and pydantic's errors turned into crond's messages.
 
-Every message names the bad value (long ones shortened) and what would be right; every
-problem carries the file, line and column it came from and a dotted path that names
-jobs by name.
+Every message names the bad value (but never an `env` value: those are secrets) and
+what would be right; every problem carries the file, line and column it came from and a
+dotted path that names jobs by name. A problem is one line of text, whatever the file
+holds: control characters in its parts are shown escaped, and long values shortened.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
@@ -28,6 +30,14 @@ class Problem:
     column: int
     path: str
     message: str
+
+    def __post_init__(self) -> None:
+        # Keys and values come from the file: a key `"a\nb.yaml:1:1: ..."` must not
+        # print as a second problem.
+        for name in ("file", "path", "message"):
+            text = getattr(self, name)
+            if _UNSAFE.search(text):
+                object.__setattr__(self, name, escape(text))
 
     @classmethod
     def at(cls, file: str, mark: Mark, path: Path, message: str) -> Problem:
@@ -57,6 +67,27 @@ class ConfigError(Exception):
 
 def dotted(path: Path) -> str:
     return ".".join(str(part) for part in path)
+
+
+# What must not reach a terminal or a log line as is: controls (line breaks among them:
+# everything str.splitlines splits on), lone surrogates, and the invisible characters
+# that reorder or hide text (bidi controls, BOM).
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff"  # controls, line breaks, surrogates
+    "\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"  # bidi controls, BOM
+)
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape(text: str) -> str:
+    """`text` with every unsafe character (see _UNSAFE) written as a Python escape."""
+
+    def one(found: re.Match[str]) -> str:
+        char = found.group()
+        code = ord(char)
+        return _ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+    return _UNSAFE.sub(one, text)
 
 
 _SHOWN = 60  # characters of a text value shown in a message
@@ -97,6 +128,14 @@ def kind_of(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return next((word for types, word in _KINDS if isinstance(value, types)), "a value")
+
+
+def is_secret(path: Path) -> bool:
+    """Whether `path` is, or is inside, a job's or the defaults' `env`: its values are
+    passwords and tokens as often as not."""
+    return (len(path) > 1 and path[0] == "defaults" and path[1] == "env") or (
+        len(path) > 2 and path[0] == "jobs" and path[2] == "env"
+    )
 
 
 def _model_at(path: Path) -> type[BaseModel] | None:
@@ -154,6 +193,7 @@ _FIELD_HINTS = {
     "env": 'a mapping of names to strings, e.g. env: {LANG: C.UTF-8, DEBUG: "1"}',
     "jobs": "a mapping of job names to jobs",
     "defaults": "a mapping of job fields",
+    "timezone": "a time zone name (an IANA name such as Europe/Berlin or UTC, or local)",
     "daemon": "a mapping, e.g. daemon: {heartbeat: 10s}",
 }
 
@@ -170,7 +210,7 @@ def _message(err: ErrorDetails, path: Path) -> tuple[Path, str, bool]:  # noqa: 
     """(path, message, points_at_key) for one pydantic error."""
     kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     field = next((p for p in reversed(path) if isinstance(p, str)), "")
-    shown = show(value)
+    shown = kind_of(value) if is_secret(path) else show(value)
     if kind == "crond":
         return path, err["msg"], False
     if kind == "crond_field":
@@ -194,7 +234,7 @@ def _message(err: ErrorDetails, path: Path) -> tuple[Path, str, bool]:  # noqa: 
             for e in str(ctx.get("expected", "")).replace(" or ", ",").split(",")
             if e.strip()
         ]
-        close = _close_matches(str(value), expected, cutoff=0.5)
+        close = _close_matches(value, expected, cutoff=0.5) if isinstance(value, str) else []
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         return path, f"{shown} is not one of {', '.join(expected)}{hint}", False
     if kind == "literal_error" and path == ("version",):
@@ -238,6 +278,8 @@ __all__ = [
     "Problem",
     "ValidationError",
     "dotted",
+    "escape",
+    "is_secret",
     "kind_of",
     "problems_from_validation",
     "quote",

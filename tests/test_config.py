@@ -66,7 +66,8 @@ BAD = [
     (
         "yaml_broken_hex",
         "jobs:\n  a:\n    every: 1m\n    command: x\n    env: {N: 0x_}\n",
-        's.yaml:5:14: jobs.a.env.N: "0x_" reads as a YAML int but is not a valid one',
+        # (an env value is never shown: it may be a secret)
+        "s.yaml:5:14: jobs.a.env.N: the value reads as a YAML int but is not a valid one; quote it",
     ),
     (
         "yaml_bad_tagged_bool",  # PyYAML raises KeyError for it: no traceback, located
@@ -495,3 +496,165 @@ def test_keys_are_text_as_written_not_yaml_1_1_booleans() -> None:
     with pytest.raises(ConfigError) as err:  # the located second pass reads keys the same
         config.loads("jobs:\n  off: {every: 1m, command: x}\n  on: {every: 1 min, command: x}\n")
     assert [p.path for p in err.value.problems] == ["jobs.on.every"]
+
+
+# --- every field, given every wrong type: a located problem, never a traceback ---------
+
+WRONG_VALUES = {
+    "null": "",
+    "int": "5",
+    "bool": "true",
+    "float": "1.5",
+    "list": "[a, 1]",
+    "mapping": "{a: 1}",
+    "date": "2026-01-01",
+    "timestamp": "2026-01-01T10:00:00Z",
+}
+
+
+def _job_base(field: str) -> list[str]:
+    """The lines of a job that is valid without `field`, and that `field` applies to."""
+    fields = {"every": "1m", "python": "m:f"}
+    if field in ("cron", "timezone"):
+        fields = {"cron": "'0 * * * *'", "python": "m:f"}
+    elif field == "command":
+        fields = {"every": "1m"}
+    fields.pop(field, None)
+    return [f"    {key}: {text}" for key, text in fields.items()]
+
+
+_ONE_JOB = ["jobs:", "  j:", "    every: 1m", "    python: m:f"]
+
+
+def _field_file(path: str, value: str) -> tuple[str, int]:
+    """A file that sets the field at dotted `path` to `value`, and the value's line."""
+    *parents, name = path.split(".")
+    if not parents:
+        lines = [f"{name}: {value}"] + ([] if name == "jobs" else _ONE_JOB)
+    elif parents[0] in ("defaults", "daemon"):
+        lines = [f"{parents[0]}:", f"  {name}: {value}", *_ONE_JOB]
+    elif parents[-1] == "retry":
+        lines = [*_ONE_JOB, "    retry:", f"      {name}: {value}"]
+    else:
+        lines = ["jobs:", "  j:", *_job_base(name), f"    {name}: {value}"]
+    line = next(i for i, text in enumerate(lines, 1) if text.strip().startswith(f"{name}:"))
+    return "\n".join(lines) + "\n", line
+
+
+FIELD_PATHS = [
+    *config.Config.model_fields,
+    *(f"jobs.j.{name}" for name in config.Job.model_fields),
+    *(f"defaults.{name}" for name in config.JobFields.model_fields),
+    *(f"daemon.{name}" for name in config.Daemon.model_fields),
+    *(f"jobs.j.retry.{name}" for name in config.Retry.model_fields),
+]
+
+
+@pytest.mark.parametrize("kind", list(WRONG_VALUES))
+@pytest.mark.parametrize("path", FIELD_PATHS)
+def test_every_field_given_every_type_is_read_or_refused_where_it_stands(
+    path: str, kind: str
+) -> None:
+    text, line = _field_file(path, WRONG_VALUES[kind])
+    try:
+        config.loads(text, "s.yaml")
+    except ConfigError as exc:
+        found = exc.problems
+    else:
+        return  # a value of another type that the field takes (`every: 5` is 5 s)
+    for problem in found:
+        assert len(str(problem).splitlines()) == 1
+        assert problem.line >= 1
+    parent = path.rsplit(".", 1)[0] if "." in path else ""
+    assert any(
+        (p.line == line and (p.path == path or p.path.startswith(f"{path}.")))
+        or p.path == parent  # `cron:` (null): "a schedule is missing", at the job
+        for p in found
+    ), [str(p) for p in found]
+
+
+def test_the_table_of_fields_refuses_what_it_should() -> None:
+    # The test above passes a file that loads; these must not load.
+    for path, kind in [("timezone", "int"), ("jobs.j.every", "list"), ("daemon.heartbeat", "bool")]:
+        text, _ = _field_file(path, WRONG_VALUES[kind])
+        with pytest.raises(ConfigError):
+            config.loads(text)
+    text, _ = _field_file("jobs.j.every", "5")
+    assert config.loads(text).jobs["j"].every == timedelta(seconds=5)
+
+
+@pytest.mark.parametrize("value", ["", "5", "true", "1.5", "[UTC]", "{a: 1}", "2026-01-01"])
+def test_a_top_level_timezone_that_is_not_text_is_a_located_problem(value: str) -> None:
+    found = problems(f"timezone: {value}\njobs:\n  a: {{cron: '@daily', command: x}}\n")
+    assert [(p.line, p.path) for p in found] == [(1, "timezone")]
+    assert "is not a time zone name (an IANA name such as Europe/Berlin" in found[0].message
+
+
+# --- a problem is one line, and never shows an env value --------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'jobs:\n  j: {every: 1m, command: x}\n  "a\\nb.yaml:1:1: forged": 1\n',
+        '"a\\nb.yaml:1:1: forged": 1\njobs:\n  j: {every: 1m, command: x}\n',
+        'jobs:\n  j: {every: 1m, command: x, "a\\rb.yaml:1:1: forged": 1}\n',
+        'jobs:\n  j: {cron: "0 9 * * *\\nb.yaml:1:1: forged", command: x}\n',
+        'jobs:\n  j: {every: "1m\\u2028b.yaml:1:1: forged", command: x}\n',
+        'jobs:\n  j: {every: 1m, command: x, overlap: "skip\\x85b.yaml:1:1: forged"}\n',
+    ],
+)
+def test_keys_and_values_cannot_forge_problem_lines(text: str) -> None:
+    found = problems(text)
+    for problem in found:
+        line = str(problem)
+        assert len(line.splitlines()) == 1, line
+        assert line.startswith("s.yaml:")
+    assert any("b.yaml:1:1: forged" in str(p) for p in found)  # shown, escaped
+
+
+def test_the_file_name_cannot_forge_problem_lines() -> None:
+    with pytest.raises(ConfigError) as info:
+        config.loads("jobs: {}\n", "a\nb.yaml:1:1: forged")
+    assert str(info.value) == (
+        "a\\nb.yaml:1:1: forged:1:1: no jobs: add a `jobs:` mapping with at least one job"
+    )
+
+
+SECRET = "hunter2-secret"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        f"{{TOKEN: [{SECRET}]}}",
+        f"{{TOKEN: {{k: {SECRET}}}}}",
+        f"{{TOKEN: 2026-02-30{SECRET}}}",  # text after all: no problem, but still not shown
+        "{TOKEN: 2026-02-30}",
+        "{TOKEN: 0x_" + SECRET.replace("-", "_") + "}",
+        f"TOKEN={SECRET}",
+        f"[{SECRET}]",
+        "{TOKEN: 2026-01-01}",
+    ],
+)
+@pytest.mark.parametrize("where", ["job", "defaults"])
+def test_an_env_value_is_never_shown(env: str, where: str) -> None:
+    head, job = f"defaults: {{env: {env}}}\n", "{every: 1m, command: x}"
+    if where == "job":
+        head, job = "", f"{{every: 1m, command: x, env: {env}}}"
+    try:
+        config.loads(f"{head}jobs:\n  a: {job}\n", "s.yaml")
+    except ConfigError as exc:
+        text = str(exc)
+        assert "env" in text
+        assert SECRET not in text
+        assert "2026-02-30" not in text
+        assert "0x_" not in text
+        assert "2026-01-01" not in text
+
+
+def test_an_env_value_of_the_wrong_type_names_the_variable_and_the_type() -> None:
+    assert one("jobs:\n  a:\n    every: 1m\n    command: x\n    env: {TOKEN: [abc]}\n") == (
+        "s.yaml:5:18: jobs.a.env.TOKEN: a list is not a string (env values are text; numbers "
+        "are turned into text); the value is not shown, it may be a secret"
+    )
