@@ -38,6 +38,7 @@ from crond.durations import DurationError, format_duration, parse_duration
 from crond.problems import (
     ConfigError,
     Problem,
+    capped,
     is_secret,
     kind_of,
     problems_from_validation,
@@ -476,11 +477,14 @@ def _validated(source: yamlsource.Source, filename: str) -> Config:
         if shape:
             raise ConfigError([Problem.at(filename, yamlsource.Mark(1, 1), (), shape)])
     if not isinstance(data, dict):
-        raise ConfigError(sorted(set(problems)))
+        raise ConfigError(capped(problems, filename))
     data = dict(data)
     jobs = data.get("jobs")
     if isinstance(jobs, dict):
         defaults = _good_defaults(data.get("defaults"))
+        too_big = _defaults_too_big(defaults, len(jobs), source, filename)
+        if too_big:
+            raise ConfigError(capped([*problems, too_big], filename))
         data["jobs"] = _merge_all(defaults, jobs, _file_zone(data.get("timezone", "UTC")))
     crons: dict[str, timing.CronExpr] = {}
     try:
@@ -490,7 +494,7 @@ def _validated(source: yamlsource.Source, filename: str) -> Config:
         config = None
     problems += _check_names(data.get("jobs"), source, filename)
     if problems or config is None:
-        raise ConfigError(sorted(set(problems)))
+        raise ConfigError(capped(problems, filename))
     _finish(config, source, filename, crons)
     return config
 
@@ -528,6 +532,47 @@ def _file_zone(zone: object) -> object:
     except ZoneError:
         return "UTC"
     return zone
+
+
+# Every job gets the defaults' values and checks them as its own: a default of N values
+# (a list's items, a mapping's entries, each counted) in a file of J jobs is N x J values
+# to check. Past this many, the file is refused rather than read for minutes.
+MAX_DEFAULT_VALUES = 1_000_000
+
+
+def _defaults_too_big(
+    defaults: dict[str, Any], jobs: int, source: yamlsource.Source, filename: str
+) -> Problem | None:
+    if not defaults or not jobs:
+        return None
+    limit = MAX_DEFAULT_VALUES // jobs
+    sizes = {key: _size(value, limit) for key, value in defaults.items()}
+    total = sum(sizes.values())
+    if total <= limit:
+        return None
+    biggest = max(sizes, key=lambda key: sizes[key])
+    path = ("defaults", biggest)
+    return Problem.at(
+        filename,
+        source.locate(path, key=True),
+        path,
+        f"copied into each of the {jobs:,} jobs, the defaults come to more than "
+        f"{MAX_DEFAULT_VALUES:,} values to check (at most {limit:,} a job here); set this "
+        "field in the jobs that need it instead",
+    )
+
+
+def _size(value: object, limit: int) -> int:
+    """How many values `value` is (itself, and all inside it), counted to past `limit`."""
+    count, stack = 0, [value]
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
 
 
 def _finish(

@@ -262,7 +262,9 @@ def _message(err: ErrorDetails, path: Path) -> tuple[Path, str, bool]:  # noqa: 
 def problems_from_validation(
     exc: ValidationError, source: Source, filename: str, data: Any
 ) -> list[Problem]:
-    """One Problem per distinct located mistake in a pydantic ValidationError on `data`."""
+    """One Problem per distinct located mistake in a pydantic ValidationError on `data`:
+    the first MAX_PROBLEMS + 1 of them (one more than `capped` keeps, so that it says
+    some are not shown)."""
     seen: dict[Path, Problem] = {}
     for err in exc.errors(include_url=False):
         path = _real_path(err["loc"], data)
@@ -270,13 +272,35 @@ def problems_from_validation(
         if path in seen:
             continue  # a union reports one error per member; the first says enough
         seen[path] = Problem.at(filename, source.locate(path, key=at_key), path, message)
+        if len(seen) > MAX_PROBLEMS:
+            break
     return list(seen.values())
 
 
+# A file can hold 100,000 mistakes (one list of bad values, repeated by aliases): no one
+# reads past the first screens, and wording them all would take seconds.
+MAX_PROBLEMS = 1000
+
+
+def capped(problems: list[Problem], filename: str) -> list[Problem]:
+    """`problems` in file order, the first MAX_PROBLEMS of them, then one that says so."""
+    problems = sorted(set(problems))
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    first_not_shown = problems[MAX_PROBLEMS]
+    message = f"more problems from here on, not shown (crond shows a file's first {MAX_PROBLEMS:,})"
+    return [
+        *problems[:MAX_PROBLEMS],
+        Problem(filename, first_not_shown.line, first_not_shown.column, "", message),
+    ]
+
+
 __all__ = [
+    "MAX_PROBLEMS",
     "ConfigError",
     "Problem",
     "ValidationError",
+    "capped",
     "dotted",
     "escape",
     "is_secret",

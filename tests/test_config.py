@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import textwrap
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -658,3 +659,41 @@ def test_an_env_value_of_the_wrong_type_names_the_variable_and_the_type() -> Non
         "s.yaml:5:18: jobs.a.env.TOKEN: a list is not a string (env values are text; numbers "
         "are turned into text); the value is not shown, it may be a secret"
     )
+
+
+# --- the defaults, copied into every job, are bounded ---------------------------------
+
+
+def test_defaults_copied_into_many_jobs_are_bounded() -> None:
+    big = ",".join(["1"] * 200)
+    jobs = "".join(f"  j{i}: {{every: 1m, python: m:f}}\n" for i in range(5000))
+    # 5,000 jobs x 201 values: over a million values to check
+    found = problems(f"defaults:\n  args: [{big}]\njobs:\n{jobs}")
+    assert [(p.line, p.path) for p in found] == [(2, "defaults.args")]
+    assert "copied into each of the 5,000 jobs" in found[0].message
+    small = ",".join(["1"] * 150)
+    cfg = config.loads(f"defaults:\n  args: [{small}]\njobs:\n{jobs}")
+    assert len(cfg.jobs["j1"].args or []) == 150
+
+
+# --- a file with thousands of mistakes: the first 1,000, at once -----------------------
+
+
+def test_thousands_of_mistakes_are_cut_to_the_first_thousand_in_file_order() -> None:
+    jobs = "".join(f"  j{i}: {{every: 1m, command: x, comand: y}}\n" for i in range(1500))
+    found = problems(f"jobs:\n{jobs}")
+    assert len(found) == 1001
+    assert [p.line for p in found[:1000]] == list(range(2, 1002))
+    assert (found[-1].line, found[-1].path) == (1002, "")
+    assert "more problems from here on, not shown" in found[-1].message
+
+
+def test_a_hundred_thousand_bad_values_through_aliases_are_answered_at_once() -> None:
+    dates = ",".join(["2026-01-01"] * 999)
+    uses = ",".join(["*a"] * 99)
+    text = f"jobs:\n  j:\n    every: 1m\n    python: m:f\n    args: [&a [{dates}], {uses}]\n"
+    start = time.perf_counter()
+    found = problems(text)
+    assert time.perf_counter() - start < 1.0
+    assert len(found) == 1001
+    assert found[0].message == "2026-01-01 is not a JSON value"
