@@ -16,8 +16,10 @@ $(STAMP): pyproject.toml
 	 || { tail -n 40 $(VENV)/install.log; exit 1; }
 	@touch $(STAMP)
 
+# The example's state (run history, cursors) stays in the checkout, in .state/, whoever
+# runs it: not in /var/lib/crond as root, nor in ~/.local/state.
 run: $(STAMP)
-	$(BIN)/crond run schedules.example.yaml
+	$(BIN)/crond run schedules.example.yaml --state-dir .state
 
 test: $(STAMP) lint types pytest
 

@@ -31,7 +31,10 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")  # == logs.LEVEL
 # the end of the process, which is what follows. (Files are closed by their `with`s.)
 atexit.register(gc.freeze)
 
-_FILE = click.Path(dir_okay=False, path_type=Path)
+# Not checked by click: a directory, a missing or an unreadable file is crond's own
+# located error (and JSON with --json), from the one reader of the file.
+_FILE = click.Path(path_type=Path)
+_FILE_OR_STDIN = click.Path(path_type=Path, allow_dash=True)  # `-`: standard input
 
 
 class _DurationType(click.ParamType[timedelta]):
@@ -63,11 +66,25 @@ class _InstantType(click.ParamType[datetime]):
                 f'"{value}" is not an ISO-8601 instant (e.g. 2026-03-08T00:00:00Z)', param, ctx
             )
         if parsed.tzinfo is None:
-            self.fail(f'"{value}" has no offset; add Z or +01:00 (e.g. {value}Z)', param, ctx)
+            example = parsed.isoformat(timespec="seconds")
+            self.fail(f'"{value}" has no offset; add Z or +01:00 (e.g. {example}Z)', param, ctx)
         return parsed.astimezone(UTC)
 
 
+class _HeartbeatType(_DurationType):
+    """A duration the file's `daemon.heartbeat` would take: 100 ms or more."""
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        beat = super().convert(value, param, ctx)
+        if beat < timedelta(milliseconds=100):
+            self.fail(f'"{value}" is too short: a heartbeat is at least 100ms', param, ctx)
+        return beat
+
+
 DURATION = _DurationType()
+HEARTBEAT = _HeartbeatType()
 INSTANT = _InstantType()
 
 
@@ -95,8 +112,8 @@ def _exit_with(path: Path, exc: config.ConfigError, *, as_json: bool = False) ->
     else:
         for problem in exc.problems:
             click.echo(str(problem), err=True)
-        count = len(exc.problems)
-        click.echo(f"{path}: {count} error{'s' if count != 1 else ''}", err=True)
+        count, name = len(exc.problems), "<stdin>" if str(path) == "-" else path
+        click.echo(f"{name}: {count} error{'s' if count != 1 else ''}", err=True)
     sys.exit(1)
 
 
@@ -107,7 +124,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("file", type=_FILE)
+@click.argument("file", type=_FILE_OR_STDIN)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(file: Path, as_json: bool) -> None:
     """Check FILE and print every problem, or `FILE: N jobs OK`."""
@@ -130,7 +147,7 @@ def validate(file: Path, as_json: bool) -> None:
     for w in warnings:
         click.echo(f"{w.file}:{w.line}:{w.column}: warning: {w.path}: {w.message}", err=True)
     count = len(cfg.jobs)
-    click.echo(f"{file}: {count} job{'s' if count != 1 else ''} OK")
+    click.echo(f"{cfg.path}: {count} job{'s' if count != 1 else ''} OK")
 
 
 @main.command()
@@ -142,7 +159,7 @@ def schema() -> None:
 
 
 @main.command(name="next")
-@click.argument("file", type=_FILE)
+@click.argument("file", type=_FILE_OR_STDIN)
 @click.option("--job", "jobs", multiple=True, metavar="NAME", help="Only this job (repeatable).")
 @click.option(
     "-n",
@@ -192,9 +209,9 @@ def next_(
 )
 @click.option(
     "--heartbeat",
-    type=DURATION,
+    type=HEARTBEAT,
     default=None,
-    help="How often to rewrite the liveness file (overrides daemon.heartbeat).",
+    help="How often to rewrite the liveness file (overrides daemon.heartbeat; at least 100ms).",
 )
 @click.option(
     "--state-dir",
@@ -357,17 +374,35 @@ def _write(text: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 def history(file: Path, job: str | None, state_dir: str | None, count: int, as_json: bool) -> None:
     """Past attempts (of JOB, or of every job), oldest first, with their output tail."""
+    from crond import config  # noqa: PLC0415  (see the imports above)
     from crond import status as view  # noqa: PLC0415  (see the imports above)
 
-    cfg = _load_or_exit(file)
-    reader, why = _open_reader(cfg, state_dir)
-    if reader is None:
-        click.echo(f"crond: {why}", err=True)
-        sys.exit(1)
     try:
-        if job is not None and job not in cfg.jobs and reader.last(job) is None:
+        cfg: config.Config | None = _load(file, check_owner=False)
+        broken = None
+    except config.ConfigError as exc:
+        # As for `status`: a broken edit does not make the past unreadable.
+        cfg, broken = None, exc
+    try:
+        reader = (
+            view.open_reader_for(file, state_dir)
+            if cfg is None
+            else state.open_reader(state_dir, cfg.daemon.state_dir)
+        )
+    except state.StateError as exc:
+        if broken is not None:
+            _exit_with(file, broken)
+        click.echo(f"crond: {exc}", err=True)
+        sys.exit(1)
+    if broken is not None:
+        for problem in broken.problems:
+            click.echo(str(problem), err=True)
+        click.echo(f"crond: {file} has errors (above); its history follows", err=True)
+    jobs = cfg.jobs if cfg is not None else {}
+    try:
+        if job is not None and job not in jobs and reader.last(job) is None:
             raise click.BadParameter(
-                f"no job named {job} in {file} and no history of it (jobs: {', '.join(cfg.jobs)})",
+                f"no job named {job} in {file} and no history of it (jobs: {', '.join(jobs)})",
                 param_hint="JOB",
             )
         attempts = reader.recent(job, count)
@@ -376,10 +411,9 @@ def history(file: Path, job: str | None, state_dir: str | None, count: int, as_j
         sys.exit(1)
     finally:
         reader.close()
-    if as_json:
-        if attempts:
-            click.echo(view.format_history_json(attempts))
-    elif attempts:
-        click.echo(view.format_history(attempts))
-    else:
+    if not attempts:
         click.echo("no attempts recorded yet", err=True)
+    else:
+        click.echo((view.format_history_json if as_json else view.format_history)(attempts))
+    if broken is not None:
+        sys.exit(1)

@@ -250,10 +250,15 @@ class Daemon:
                 self.recorder.store.checkpoint()
             except state.StateError as exc:
                 self.recorder.failed(exc)
+        self._write_liveness(now)
+
+    def _write_liveness(self, now: datetime, *, stopped: bool = False) -> None:
+        """The liveness file; `stopped`: the last one, after a clean stop (`crond health`
+        then says so, instead of "fresh" for a pid that is gone)."""
         path = self._liveness_path()
         if path is None:
             return
-        nxt = self.loop.next_fire()
+        nxt = None if stopped else self.loop.next_fire()
         payload = {
             "pid": os.getpid(),
             "updated_at": iso_utc(now),
@@ -262,6 +267,7 @@ class Daemon:
             "next_fire": {"job": nxt[0], "at": iso_utc(nxt[1].at)} if nxt else None,
             "heartbeat_s": self._heartbeat().total_seconds(),
             "state": self._state_label(),
+            "stopped": stopped,
         }
         try:
             liveness.write(path, payload)
@@ -383,6 +389,7 @@ class Daemon:
             self.notifier.close()
             if self.recorder.store is not None:
                 self.recorder.store.close()
+        self._write_liveness(self.clock.now(), stopped=True)
         self.log.info("daemon.stopped")
         return 0
 
@@ -398,10 +405,10 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
         log.error("config.load_failed", errors=[str(p) for p in exc.problems])
         return 1
     state_dir = state.resolve_dir(options.state_dir, cfg.daemon.state_dir)
-    problem = ownership.directory_problem(state_dir) if state_dir is not None else None
-    if problem is not None:  # as root, a directory others can write into: refused
-        print(problem, file=sys.stderr)
-        log.error("state.refused", path=str(state_dir), error=problem)
+    refusal = ownership.directory_problem(state_dir) if state_dir is not None else None
+    if refusal is not None:  # as root, a directory others can write into: refused
+        print(refusal, file=sys.stderr)
+        log.error("state.refused", path=str(state_dir), error=refusal)
         return 1
     return asyncio.run(Daemon(path, cfg, options, log, SystemClock(), digest=digest).serve())
 

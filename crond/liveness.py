@@ -68,6 +68,12 @@ def check(path: Path, now: datetime, max_age: timedelta | None) -> Health:
         seconds = 3 * beat + 1 if isinstance(beat, (int, float)) else 31.0
         max_age = timedelta(seconds=seconds)
     age = now - updated
+    if payload.get("stopped") is True:
+        return Health(
+            False,
+            f"{path}: stopped: the daemon (pid {payload.get('pid')}) stopped cleanly at "
+            f"{payload['updated_at']}",
+        )
     where = (
         f"pid {payload.get('pid')}, {payload.get('jobs')} jobs, {payload.get('running')} running"
     )

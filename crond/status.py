@@ -115,6 +115,16 @@ def _render(reader: state.Reader, view: str, *, alive: bool, as_json: bool) -> s
     return format_status(reader.status_rows(view=view), alive=alive)
 
 
+def open_reader_for(path: Path, flag: str | None) -> state.Reader:
+    """The store of the daemon that runs `path`, found without loading the file (for a
+    file with errors: its history is still worth reading). Raises StateError."""
+    try:
+        raw = ownership.read_schedules_file(path, enforce=False)
+    except ownership.FileRefused:
+        raw = b""
+    return state.open_reader(flag, None if flag else _state_dir_hint(raw))
+
+
 def _state_dir_hint(raw: bytes) -> str | None:
     """`daemon.state_dir` from the file's top-level `daemon:` block alone (its lines up to
     the next top-level key), without reading the whole file. None if absent or unclear."""

@@ -176,3 +176,81 @@ def test_validate_as_root_refuses_a_file_others_can_write(tmp_path: Path) -> Non
     assert "chmod go-w" in err
     code, _, _ = invoke("next", str(f), "-n", "1")
     assert code == 0  # a preview is not a deployment
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_a_directory_or_missing_file_is_a_located_error_not_a_usage_error(
+    tmp_path: Path, as_json: bool
+) -> None:
+    for path, message in (
+        (tmp_path, "is a directory, not a file"),
+        (tmp_path / "no.yaml", "no such file"),
+    ):
+        code, out, err = invoke("validate", str(path), *(["--json"] if as_json else []))
+        assert code == 1
+        if as_json:
+            assert json.loads(out)["errors"] == [
+                {"file": str(path), "line": 0, "column": 0, "path": "", "message": message}
+            ]
+        else:
+            assert err.splitlines()[0] == f"{path}: {message}"
+        assert "Usage:" not in err
+
+
+def test_validate_and_next_read_standard_input() -> None:
+    result = CliRunner().invoke(
+        main, ["validate", "-"], input="jobs:\n  a: {every: 1m, command: x}\n"
+    )
+    assert result.exit_code == 0
+    assert result.stdout.strip() == "<stdin>: 1 job OK"
+    result = CliRunner().invoke(
+        main, ["validate", "-"], input="jobs:\n  a: {every: 15 mins, command: x}\n"
+    )
+    assert result.exit_code == 1
+    assert result.stderr.startswith("<stdin>:2:")
+    assert result.stderr.splitlines()[-1] == "<stdin>: 1 error"
+    result = CliRunner().invoke(
+        main,
+        ["next", "-", "-n", "1", "--json", "--from", "2026-01-01T00:00:00Z"],
+        input="jobs:\n  a: {every: 1h, command: x}\n",
+    )
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["at"] == "2026-01-01T01:00:00Z"
+
+
+@pytest.mark.parametrize("value", ["2026-03-08", "2026-03-08T10:00", "2026-03-08 10:00:30"])
+def test_next_from_without_offset_suggests_a_value_that_parses(tmp_path: Path, value: str) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("jobs:\n  a: {every: 1h, command: x}\n")
+    code, _, err = invoke("next", str(f), "--from", value)
+    assert code == 2
+    suggested = err.split("(e.g. ")[1].split(")")[0]
+    code, _, _ = invoke("next", str(f), "-n", "1", "--from", suggested)
+    assert code == 0, suggested
+
+
+@pytest.mark.parametrize("value", ["0s", "50ms", "99ms"])
+def test_run_refuses_a_heartbeat_the_file_would_refuse(tmp_path: Path, value: str) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("jobs:\n  a: {every: 1h, command: x}\n")
+    code, _, err = invoke("run", str(f), "--heartbeat", value, "--state-dir", "none")
+    assert code == 2
+    assert "a heartbeat is at least 100ms" in err
+
+
+def test_history_of_a_broken_file_still_shows_the_store(tmp_path: Path) -> None:
+    from crond import state  # noqa: PLC0415
+
+    directory = tmp_path / "state"
+    store = state.Store(directory)
+    store.close()
+    f = tmp_path / "s.yaml"
+    f.write_text("jobs:\n  a: {every: 1h, command: x, comand: y}\n")
+    code, _, err = invoke("history", str(f), "--state-dir", str(directory))
+    assert code == 1
+    assert "jobs.a.comand: unknown field" in err
+    assert f"crond: {f} has errors (above); its history follows" in err
+    assert "no attempts recorded yet" in err
+    code, _, err = invoke("history", str(f), "--state-dir", str(tmp_path / "none"))
+    assert code == 1
+    assert "jobs.a.comand: unknown field" in err

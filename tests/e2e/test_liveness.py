@@ -121,6 +121,11 @@ def test_liveness_file_goes_stale_when_the_daemon_is_stopped(
         lambda: run_cli("health", "--liveness-file", str(live)).returncode == 0, 10, "fresh again"
     )
     assert d.stop() == 0
+    # A clean stop leaves a last word: not "fresh" for a pid that is gone.
+    assert json.loads(live.read_text())["stopped"] is True
+    after = run_cli("health", "--liveness-file", str(live))
+    assert after.returncode == 1
+    assert f"stopped: the daemon (pid {d.proc.pid}) stopped cleanly at " in after.stderr
 
 
 def test_health_without_a_file_says_so(tmp_path: Path) -> None:
