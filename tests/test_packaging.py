@@ -266,6 +266,12 @@ def test_container_starts_healthy_as_its_entrypoint_says_and_stops_on_sigterm(
     assert live == image.move(liveness.DEFAULT_PATH)
     assert image.healthcheck == [image.crond, "health"]
     check = [*image.healthcheck, "--liveness-file", live]
+    # USER is not played: the directories the image gives its user are the test's user's
+    # for this run, as they would be USER's in the container (a root crond refuses a
+    # state directory that another user owns).
+    owned = [image.root / "run/crond", image.root / "var/lib/crond"]
+    for path in owned:
+        os.chown(path, os.geteuid(), os.getegid())
     with (image.tmp / "container.log").open("wb") as log:
         proc = subprocess.Popen(
             image.entrypoint + image.cmd,
@@ -287,6 +293,8 @@ def test_container_starts_healthy_as_its_entrypoint_says_and_stops_on_sigterm(
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+        for path in owned:
+            os.chown(path, 10001, 10001)
     events = [
         json.loads(line)
         for line in (image.tmp / "container.log").read_text().splitlines()
