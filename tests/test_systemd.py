@@ -1,4 +1,4 @@
-"""systemd/crond.service: it verifies clean, scores "OK" or better with `systemd-analyze
+"""systemd/crond-yaml.service: it verifies clean, scores "OK" or better with `systemd-analyze
 security`, agrees with crond's defaults, and its own command lines (ExecStartPre,
 ExecStart, ExecReload) drive the installed `crond` through a notify socket the way
 systemd would. systemd is not PID 1 here, so the service manager's part (environment,
@@ -28,7 +28,7 @@ from crond import config, durations, liveness
 from tests.e2e.harness import eventually
 
 REPO = Path(__file__).resolve().parent.parent
-UNIT = REPO / "systemd" / "crond.service"
+UNIT = REPO / "systemd" / "crond-yaml.service"
 ROOT_DROPIN = REPO / "systemd" / "crond-root.conf"
 SYSUSERS = REPO / "systemd" / "sysusers.d" / "crond.conf"
 CROND = shutil.which("crond", path=str(Path(sys.executable).parent)) or "crond"
@@ -91,17 +91,17 @@ def seconds(span: str) -> float:
 
 @pytest.fixture(params=["unit", "unit+root.conf"])
 def unit_root(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    """A file system root holding the system's own units, crond.service installed as the
+    """A file system root holding the system's own units, crond-yaml.service installed as the
     docs say (with the root drop-in for the second variant), and every program its Exec
     lines name: `--root` lets systemd-analyze check the unit without touching the host."""
     root = tmp_path / "root"
     shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
     units = root / "etc/systemd/system"
     units.mkdir(parents=True)
-    shutil.copy(UNIT, units / "crond.service")
+    shutil.copy(UNIT, units / "crond-yaml.service")
     if request.param == "unit+root.conf":
-        (units / "crond.service.d").mkdir()
-        shutil.copy(ROOT_DROPIN, units / "crond.service.d" / "root.conf")
+        (units / "crond-yaml.service.d").mkdir()
+        shutil.copy(ROOT_DROPIN, units / "crond-yaml.service.d" / "root.conf")
     for key in ("ExecStartPre", "ExecStart", "ExecReload"):
         for line in values(key):
             program = root / shlex.split(line)[0].lstrip("/")
@@ -118,16 +118,18 @@ def analyze(*args: str) -> subprocess.CompletedProcess[str]:
 
 @needs_analyze
 def test_unit_verifies_clean(unit_root: Path) -> None:
-    result = analyze("verify", f"--root={unit_root}", "crond.service")
+    result = analyze("verify", f"--root={unit_root}", "crond-yaml.service")
     # verify exits 0 on unknown keys and bad values, and only says so: demand silence.
     assert (result.returncode, result.stdout + result.stderr) == (0, "")
 
 
 @needs_analyze
 def test_security_exposure_is_ok_or_better(unit_root: Path) -> None:
-    result = analyze("security", "--offline=true", f"--root={unit_root}", "crond.service")
+    result = analyze("security", "--offline=true", f"--root={unit_root}", "crond-yaml.service")
     assert result.returncode == 0, result.stderr
-    found = re.search(r"Overall exposure level for crond\.service: ([\d.]+) (\w+)", result.stdout)
+    found = re.search(
+        r"Overall exposure level for crond-yaml\.service: ([\d.]+) (\w+)", result.stdout
+    )
     assert found, result.stdout
     # systemd's scale: PERFECT 0, SAFE < 1, OK < 5, MEDIUM < 7.5, EXPOSED, UNSAFE ...
     assert found[2] in ("PERFECT", "SAFE", "OK"), result.stdout
@@ -437,3 +439,15 @@ def test_root_dropin_capabilities_run_and_stop_another_users_job(
         assert len(lines) == 1, result.stderr
         assert lines[0].startswith("crond: "), lines  # the start failed, and says why
         assert finished["outcome"] == "failed", finished
+
+
+def test_the_unit_cannot_shadow_the_system_cron() -> None:
+    """On Fedora, RHEL, Amazon Linux and Alpine, `crond.service` is cronie's: installing a
+    unit of that name would replace it and stop every system crontab."""
+    assert not (REPO / "systemd" / "crond.service").exists()
+    assert UNIT.name == "crond-yaml.service"
+    names = re.findall(r"[\w.-]+\.service\b", (REPO / "docs" / "operations.md").read_text())
+    assert "crond.service" in names  # named once, as cronie's, in the warning
+    assert set(names) <= {"crond.service", "crond-yaml.service"}
+    start = next(line for line in UNIT.read_text().splitlines() if line.startswith("ExecStart="))
+    assert start.startswith("ExecStart=/usr/local/bin/crond ")  # never found through PATH
