@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import asyncio
 
-# Long epoll waits overrun by ~0.1 % of their length (DESIGN.md, performance notes).
+# Long epoll waits overrun by ~0.1 % of their length (docs/performance.md, "Why crond
+# behaves as it does").
 # So a long sleep ends a little before its target, and a short wait finishes the job.
 _OVERRUN = 0.002
 _FINE = 0.0015

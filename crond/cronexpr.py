@@ -1,10 +1,11 @@
 """Cron expressions: parse and validate the five fields, with messages a person can act on.
 
-Owns the grammar of SPEC §1 (`*`, `a-b`, `*/n`, `a-b/n`, `n/s`, lists, names, macros) and
-the field facts the timing rules need (R2's day rule, R3's wildcard/fixed-time split).
-It parses by itself rather than through croniter: crond's messages name the field, the
-bad value and the allowed range, and croniter 7.0.0 reads a written equal range such
-as `5-5` as the whole field (see tests/test_timing_oracle.py for the comparison).
+Owns the cron grammar of docs/schedules.md (`*`, `a-b`, `*/n`, `a-b/n`, `n/s`, lists,
+names, macros) and the field facts the timing rules need (R2's day rule, R3's
+wildcard/fixed-time split). It parses by itself rather than through croniter: crond's
+messages name the field, the bad value and the allowed range, and croniter 7.0.0 reads a
+written equal range such as `5-5` as the whole field (see tests/test_timing_oracle.py for
+the comparison).
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def format_table(rows: Sequence[PreviewRow]) -> str:
 
 
 def format_json_lines(rows: Sequence[PreviewRow]) -> str:
-    """One JSON object a line, as SPEC §2: {"job", "at", "local", "note"}."""
+    """One JSON object a line, as docs/schedules.md shows it: {"job", "at", "local", "note"}."""
     return "\n".join(
         json.dumps(
             {

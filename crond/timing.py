@@ -1,4 +1,5 @@
-"""When jobs fire: cron schedules under SPEC §4 R1-R7 in the job's zone, and intervals (R8).
+"""When jobs fire: cron schedules in the job's zone (rules R1-R7 of docs/schedules.md),
+and intervals (R8).
 
 Pure arithmetic, no I/O and no clock: every function is given the instant it works from.
 Instants are integer seconds since the Unix epoch inside this module ("u"); wall times of

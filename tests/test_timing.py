@@ -31,7 +31,8 @@ def utc(text: str) -> datetime:
     return datetime.fromisoformat(text).astimezone(UTC)
 
 
-# (id, expression, zone, after, [(at, local, note), ...]) -- checked by hand against SPEC §4.
+# (id, expression, zone, after, [(at, local, note), ...]) -- checked by hand against the
+# rules of docs/schedules.md.
 NAMED = [
     (
         "ny_spring_gap_fixed_time",

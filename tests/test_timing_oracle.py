@@ -3,7 +3,7 @@
 The oracle comparison is the gate for any change of timing.py or of croniter: zero
 differences over real transitions of many zones, with restarts every 10 minutes.
 
-The oracle (first section) walks every UTC minute and applies SPEC §4 R1-R7 as written.
+The oracle (first section) walks every UTC minute and applies R1-R7 of docs/schedules.md as written.
 It is short and obviously right on purpose, and slow: it shares nothing with crond.timing
 but the parsed field sets and the wording of the notes.
 
