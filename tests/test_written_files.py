@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,7 +55,7 @@ def test_liveness_never_writes_through_a_link_at_a_temporary_name(
     planted link, it takes another instead of opening that one."""
     live = sticky / "liveness.json"
     taken = iter(["planted", "planted", "free"])
-    monkeypatch.setattr(liveness.secrets, "token_hex", lambda _n: next(taken))
+    monkeypatch.setattr(secrets, "token_hex", lambda _n: next(taken))
     (sticky / ".liveness.json.planted.tmp").symlink_to(victim)
     liveness.write(live, {"pid": 2})
     assert victim.read_bytes() == SECRET
@@ -64,7 +65,7 @@ def test_liveness_never_writes_through_a_link_at_a_temporary_name(
 
 def test_liveness_names_are_random(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     names: list[str] = []
-    real = liveness.os.open
+    real = os.open
 
     def spy(path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
         names.append(Path(path).name)
@@ -72,7 +73,7 @@ def test_liveness_names_are_random(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert flags & os.O_NOFOLLOW
         return real(path, flags, mode)
 
-    monkeypatch.setattr(liveness.os, "open", spy)
+    monkeypatch.setattr(os, "open", spy)
     for n in range(3):
         liveness.write(tmp_path / "live.json", {"n": n})
     assert len(set(names)) == 3
