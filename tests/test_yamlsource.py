@@ -258,8 +258,8 @@ def test_a_merge_of_anything_but_mappings_is_refused(text: str, mark: Mark, show
 
 
 def test_merged_keys_give_way_to_the_mappings_own_and_the_first_merged_wins() -> None:
-    # As the merge key's spec says (https://yaml.org/type/merge.html): earlier mappings
-    # of the list win over later ones. (PyYAML lets the later ones win.)
+    # As YAML 1.1's merge key type says: earlier mappings of the list win over later
+    # ones. (PyYAML lets the later ones win; crond keeps the rule.)
     text = "a: &a {x: 1, y: 1}\nb: &b {y: 2, z: 2}\nc:\n  <<: [*a, *b]\n  x: 3\n"
     assert yamlsource.parse(text).data["c"] == {"x": 3, "y": 1, "z": 2}
 
