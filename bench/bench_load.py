@@ -50,7 +50,8 @@ PHASES = r"""
 import gc, json, sys, time
 t0 = time.perf_counter()
 import crond.cli
-from crond import config, scheduler, yamlsource
+from crond import config, yamlsource
+from crond.when import plan as scheduler
 from crond.clock import SystemClock
 out = {"imports": time.perf_counter() - t0}
 text = open(sys.argv[1], encoding="utf-8").read()

@@ -25,10 +25,11 @@ from pathlib import Path
 
 from structlog.typing import FilteringBoundLogger
 
-from crond import logs, runner
+from crond import logs
 from crond.clock import SystemClock
 from crond.config import loads
-from crond.runner import Outcome
+from crond.run import runner
+from crond.run.runner import Outcome
 
 # Seconds from the first spawn: last spawn, all finished; and the spawning loop's own CPU
 # time, which the load of a shared machine disturbs less than wall-clock times.

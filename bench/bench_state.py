@@ -37,7 +37,7 @@ from pathlib import Path
 import common
 from common import row, summary, verdict
 
-from crond import state
+from crond.store import sqlite as state
 
 JOBS_SMALL, ATTEMPTS = 100, 2_000
 JOBS_BIG, ROWS_PER_JOB = 10_000, 100

@@ -1,4 +1,4 @@
-"""How fast crond.timing computes fires, against croniter's own get_next in the same run.
+"""How fast crond.when.timing computes fires, against croniter's own get_next in the same run.
 
     .venv/bin/python bench/bench_timing.py
 
@@ -20,9 +20,9 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from crond import timing
-from crond.preview import format_table, next_fires
-from crond.timing import CronTiming, IntervalTiming, Timing, jitter_offset, parse_cron
+from crond.when import timing
+from crond.when.preview import format_table, next_fires
+from crond.when.timing import CronTiming, IntervalTiming, Timing, jitter_offset, parse_cron
 
 RUNS = 5
 FIRES = 100_000
@@ -107,12 +107,12 @@ def main() -> int:
     ours = _runs(_crond_fires)
     theirs = _runs(_croniter_fires)
     preview = _runs(_crond_next)
-    ok = _line("crond.timing: 100,000 consecutive fires, first run", [cold], 2.0)
-    ok = _line("crond.timing: 100,000 consecutive fires", ours, 2.0) and ok
+    ok = _line("crond.when.timing: 100,000 consecutive fires, first run", [cold], 2.0)
+    ok = _line("crond.when.timing: 100,000 consecutive fires", ours, 2.0) and ok
     _line("croniter.get_next: the same 100,000 fires (baseline)", theirs)
     ok = _line("crond next: 1,000 jobs x 5 fires, merged + table", preview, 1.0) and ok
     ratio = statistics.median(theirs) / statistics.median(ours)
-    print(f"crond.timing is {ratio:.1f}x croniter.get_next's speed (median over median)")
+    print(f"crond.when.timing is {ratio:.1f}x croniter.get_next's speed (median over median)")
     return 0 if ok else 1
 
 

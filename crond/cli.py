@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from crond import __version__, durations, liveness, state
+from crond import __version__, durations
 from crond.clock import SystemClock
+from crond.daemon import liveness
+from crond.store import sqlite as state
 
 if TYPE_CHECKING:
     from crond import config, logs
@@ -181,7 +183,7 @@ def next_(
     file: Path, jobs: tuple[str, ...], count: int, start: datetime | None, as_json: bool
 ) -> None:
     """Preview the next fires of each job, in order."""
-    from crond import preview  # noqa: PLC0415  (keeps `validate` start-up lean)
+    from crond.when import preview  # noqa: PLC0415  (keeps `validate` start-up lean)
 
     cfg = _load_or_exit(file)
     unknown = [name for name in jobs if name not in cfg.jobs]
@@ -240,7 +242,8 @@ def run(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
     log_level: str,
 ) -> None:
     """Run the daemon in the foreground."""
-    from crond import daemon, logs  # noqa: PLC0415  (see the imports above)
+    from crond import logs  # noqa: PLC0415  (see the imports above)
+    from crond.daemon import lifecycle as daemon  # noqa: PLC0415  (see the imports above)
 
     log = logs.configure(log_format, log_level)
     options = daemon.Options(liveness_file=liveness_file, heartbeat=heartbeat, state_dir=state_dir)
@@ -258,7 +261,8 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
         raise click.BadParameter(
             f"no job named {name} in {file} (jobs: {', '.join(cfg.jobs)})", param_hint="NAME"
         )
-    from crond import daemon, logs  # noqa: PLC0415  (see the imports above)
+    from crond import logs  # noqa: PLC0415  (see the imports above)
+    from crond.daemon import lifecycle as daemon  # noqa: PLC0415  (see the imports above)
 
     log = logs.configure(log_format, "info")
     sys.exit(daemon.run_once(cfg.jobs[name], log))

@@ -33,7 +33,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from crond import timing, yamlsource
+from crond import yamlsource
 from crond.durations import DurationError, format_duration, parse_duration
 from crond.problems import (
     ConfigError,
@@ -44,7 +44,8 @@ from crond.problems import (
     problems_from_validation,
     show,
 )
-from crond.zones import ZoneError, get_zone
+from crond.when import timing
+from crond.when.zones import ZoneError, get_zone
 
 __all__ = [
     "Catchup",

@@ -18,8 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from crond import ownership, state
+from crond import ownership
 from crond.clock import iso_utc
+from crond.store import sqlite as state
 
 if TYPE_CHECKING:
     from crond.config import Job  # not at run time: pydantic is slow to import

@@ -239,7 +239,7 @@ def test_run_refuses_a_heartbeat_the_file_would_refuse(tmp_path: Path, value: st
 
 
 def test_history_of_a_broken_file_still_shows_the_store(tmp_path: Path) -> None:
-    from crond import state  # noqa: PLC0415
+    from crond.store import sqlite as state  # noqa: PLC0415
 
     directory = tmp_path / "state"
     store = state.Store(directory)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from crond import config, timing
+from crond import config
 from crond.config import ConfigError, Output, Overlap
+from crond.when import timing
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,7 @@ from structlog.typing import FilteringBoundLogger
 from crond import config
 from crond.clock import FakeClock
 from crond.config import Job
-from crond.loop import Gate, Loop, RunHandle
+from crond.daemon.loop import Gate, Loop, RunHandle
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from crond import liveness
+from crond.daemon import liveness
 from tests.e2e.harness import eventually
 
 pytestmark = [

@@ -1,4 +1,4 @@
-"""crond.preview: what `crond next` computes and prints."""
+"""crond.when.preview: what `crond next` computes and prints."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from crond.preview import PreviewRow, format_json_lines, format_table, next_fires
-from crond.timing import CronTiming, Fire, IntervalTiming, Timing, parse_cron
+from crond.when.preview import PreviewRow, format_json_lines, format_table, next_fires
+from crond.when.timing import CronTiming, Fire, IntervalTiming, Timing, parse_cron
 
 NY = ZoneInfo("America/New_York")
 

@@ -26,11 +26,11 @@ import structlog
 import yaml
 from structlog.typing import FilteringBoundLogger
 
-from crond import child, runner
 from crond.clock import FakeClock, SystemClock
 from crond.config import Job, loads
-from crond.output import LINE_LIMIT, RUN_LIMIT, Watch
-from crond.runner import Outcome, Run, RunResult, RunSpec
+from crond.run import child, runner
+from crond.run.output import LINE_LIMIT, RUN_LIMIT, Watch
+from crond.run.runner import Outcome, Run, RunResult, RunSpec
 
 T = TypeVar("T")
 SLOT = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)

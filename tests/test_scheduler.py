@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from crond import config
-from crond.scheduler import Entry, Schedule, make_entry, plan, plan_entry
+from crond.when.plan import Entry, Schedule, make_entry, plan, plan_entry
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

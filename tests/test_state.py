@@ -12,8 +12,10 @@ from typing import Any, cast
 import pytest
 from structlog.typing import FilteringBoundLogger
 
-from crond import config, runner, state
+from crond import config
 from crond.clock import SystemClock
+from crond.run import runner
+from crond.store import sqlite as state
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 

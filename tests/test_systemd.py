@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from crond import config, durations, liveness
+from crond import config, durations
+from crond.daemon import liveness
 from tests.e2e.harness import eventually
 
 REPO = Path(__file__).resolve().parent.parent

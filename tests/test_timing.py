@@ -1,4 +1,4 @@
-"""crond.timing by example: named cases written out by hand, the parser's messages,
+"""crond.when.timing by example: named cases written out by hand, the parser's messages,
 intervals, jitter and the validation warnings. The oracle comparison is in
 test_timing_oracle.py."""
 
@@ -14,8 +14,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from crond import timing
-from crond.timing import (
+from crond.when import timing
+from crond.when.timing import (
     CronError,
     CronTiming,
     Fire,

@@ -1,10 +1,10 @@
-"""crond.timing against a brute-force oracle, and against croniter.
+"""crond.when.timing against a brute-force oracle, and against croniter.
 
 The oracle comparison is the gate for any change of timing.py or of croniter: zero
 differences over real transitions of many zones, with restarts every 10 minutes.
 
 The oracle (first section) walks every UTC minute and applies R1-R7 of docs/schedules.md as written.
-It is short and obviously right on purpose, and slow: it shares nothing with crond.timing
+It is short and obviously right on purpose, and slow: it shares nothing with crond.when.timing
 but the parsed field sets and the wording of the notes.
 
 For each UTC minute u, let w(u) be the wall clock of the zone at u and d the jump between
@@ -33,7 +33,7 @@ from croniter import croniter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crond.timing import (
+from crond.when.timing import (
     _CHUNK,  # the span of zone data timing.py probes at once
     EPOCH,
     CronExpr,

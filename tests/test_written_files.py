@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from crond import liveness, state
+from crond.daemon import liveness
+from crond.store import sqlite as state
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the rule for root's files needs root")
 SECRET = b"root's own, not to be overwritten\n"

@@ -25,13 +25,16 @@ from typing import Any
 
 from structlog.typing import FilteringBoundLogger
 
-from crond import __version__, config, liveness, ownership, reaper, runner, source, state
+from crond import __version__, config, ownership, source
 from crond.clock import Clock, SystemClock, iso_utc
 from crond.config import Config, Job
-from crond.loop import Gate, Loop
-from crond.notify import Notifier
-from crond.scheduler import Entry
-from crond.zones import tzdata_version
+from crond.daemon import liveness, reaper
+from crond.daemon.loop import Gate, Loop
+from crond.daemon.systemd import Notifier
+from crond.run import runner
+from crond.store import sqlite as state
+from crond.when.plan import Entry
+from crond.when.zones import tzdata_version
 
 # systemd's messages to this process: a job must not talk to systemd in crond's name.
 _DAEMON_ONLY = frozenset(

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from crond.clock import Clock
-    from crond.runner import Run, RunResult
-    from crond.timing import Fire
+    from crond.run.runner import Run, RunResult
+    from crond.when.timing import Fire
 
 T = TypeVar("T")
 # Commits between checkpoints: a few pages each, so the WAL stays around a megabyte.

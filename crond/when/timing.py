@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import NamedTuple, Protocol
 
-from crond.cronexpr import CronError, CronExpr, is_wildcard, parse_cron
+from crond.when.cronexpr import CronError, CronExpr, is_wildcard, parse_cron
 
 __all__ = [
     "CronError",

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from crond.config import Output
-from crond.output import Pump, Watch
+from crond.run.output import Pump, Watch
 
 if TYPE_CHECKING:
-    from crond.runner import Run
+    from crond.run.runner import Run
 
 # After SIGKILL a process is gone in microseconds unless stuck in the kernel (D state);
 # this long, then the runner stops waiting for its group.

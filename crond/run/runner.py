@@ -51,11 +51,11 @@ from typing import Final, Protocol
 
 from structlog.typing import FilteringBoundLogger
 
-from crond.bootstrap import BOOTSTRAP
-from crond.child import Attempt, Outcome, RunResult, owned_pids, which
 from crond.clock import Clock, iso_utc
 from crond.config import Job, Output, Retry
-from crond.output import Budget
+from crond.run.bootstrap import BOOTSTRAP
+from crond.run.child import Attempt, Outcome, RunResult, owned_pids, which
+from crond.run.output import Budget
 
 __all__ = [
     "Outcome",

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crond.config import Catchup, Job, Overlap
-from crond.timing import Fire, Timing
+from crond.when.timing import Fire, Timing
 
 # Counting missed slots one by one would take seconds after a month's suspend of an
 # every-second job; past this many, intervals are counted by arithmetic.

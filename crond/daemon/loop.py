@@ -18,8 +18,8 @@ from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, iso_utc
 from crond.config import Catchup, Job
-from crond.scheduler import Decision, Entry, Schedule, make_entry, plan_entry
-from crond.timing import Fire
+from crond.when.plan import Decision, Entry, Schedule, make_entry, plan_entry
+from crond.when.timing import Fire
 
 _SECOND = timedelta(seconds=1)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from crond.config import gc_paused
-from crond.timing import Fire, Timing
+from crond.when.timing import Fire, Timing
 
 __all__ = ["PreviewRow", "format_json_lines", "format_table", "next_fires"]
 
