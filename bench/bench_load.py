@@ -8,7 +8,7 @@ below). Each figure is taken over 5 runs (3 with --quick):
 - the wall time of the whole `crond validate FILE` process, imports included, and its
   CPU time (steadier than wall time on a shared machine);
 - the phases of a load inside one process (a child Python, so that the tree measured is
-  the one imported): imports, `config.loads`, the DST warnings, the scheduler entries, and
+  the one imported): imports, `loader.loads`, the DST warnings, the scheduler entries, and
   the YAML passes alone (the quick pass without marks and the located one);
 - a real `crond run FILE --log-format json`: spawn to `daemon.started`, SIGHUP to
   `config.reloaded` (each with the daemon's CPU time, from /proc, 10 ms ticks), and its
@@ -50,7 +50,8 @@ PHASES = r"""
 import gc, json, sys, time
 t0 = time.perf_counter()
 import crond.cli
-from crond import config, yamlsource
+from crond.config import loaded, loader, model, problems
+from crond.config import yamlsource
 from crond.when import plan as scheduler
 from crond.clock import SystemClock
 out = {"imports": time.perf_counter() - t0}
@@ -60,9 +61,9 @@ def timed(name, fn):
     value = fn()
     out[name] = time.perf_counter() - start
     return value
-cfg = timed("config.loads", lambda: config.loads(text, sys.argv[1]))
+cfg = timed("loader.loads", lambda: loader.loads(text, sys.argv[1]))
 now = SystemClock().now()
-timed("dst warnings", lambda: config.dst_warnings(cfg, now))
+timed("dst warnings", lambda: loaded.dst_warnings(cfg, now))
 timed("scheduler entries", lambda: [scheduler.make_entry(j, now) for j in cfg.jobs.values()])
 gc.disable()  # the YAML passes alone, without the collector
 if hasattr(yamlsource, "parse_quick"):
@@ -268,8 +269,8 @@ def report(results: dict[str, Figures]) -> None:
                 ratio = common.ratio(statistics.median(new[key]), statistics.median(old[key]))
                 row(key, "ratio", f"{ratio} (current / compared, medians)")
     plain = statistics.median(results["baseline"]["yaml.load (CSafeLoader)"])
-    loads = statistics.median(results["current"]["config.loads"])
-    row("config.loads / yaml.load", "ratio", common.ratio(loads, plain))
+    loads = statistics.median(results["current"]["loader.loads"])
+    row("loader.loads / yaml.load", "ratio", common.ratio(loads, plain))
 
 
 def _mb(values: list[float]) -> str:

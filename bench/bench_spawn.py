@@ -27,7 +27,7 @@ from structlog.typing import FilteringBoundLogger
 
 from crond import logs
 from crond.clock import SystemClock
-from crond.config import loads
+from crond.config.loader import loads
 from crond.run import runner
 from crond.run.runner import Outcome
 

@@ -14,13 +14,16 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from crond import __version__, durations
+from crond import __version__
 from crond.clock import SystemClock
+from crond.config import durations
 from crond.daemon import liveness
 from crond.store import sqlite as state
 
 if TYPE_CHECKING:
-    from crond import config, logs
+    from crond import logs
+    from crond.config import problems
+    from crond.config.loaded import LoadedConfig
 
 # Modules are imported by the commands that use them: the daemon's (structlog, the
 # runner, the loop) cost `crond validate` ~60 ms, and `config` (pydantic, ~0.2 s) is not
@@ -90,22 +93,22 @@ HEARTBEAT = _HeartbeatType()
 INSTANT = _InstantType()
 
 
-def _load(path: Path, *, check_owner: bool) -> config.Config:
-    from crond import source  # noqa: PLC0415  (see the imports above)
+def _load(path: Path, *, check_owner: bool) -> LoadedConfig:
+    from crond.config import loader  # noqa: PLC0415  (see the imports above)
 
-    return source.load(path, enforce=check_owner)[0]
+    return loader.load_file(path, enforce=check_owner)[0]
 
 
-def _load_or_exit(path: Path, *, as_json: bool = False, check_owner: bool = False) -> config.Config:
-    from crond import config  # noqa: PLC0415  (see the imports above)
+def _load_or_exit(path: Path, *, as_json: bool = False, check_owner: bool = False) -> LoadedConfig:
+    from crond.config import problems  # noqa: PLC0415  (see the imports above)
 
     try:
         return _load(path, check_owner=check_owner)
-    except config.ConfigError as exc:
+    except problems.ConfigError as exc:
         _exit_with(path, exc, as_json=as_json)
 
 
-def _exit_with(path: Path, exc: config.ConfigError, *, as_json: bool = False) -> NoReturn:
+def _exit_with(path: Path, exc: problems.ConfigError, *, as_json: bool = False) -> NoReturn:
     """Print a file's problems (as `validate` does) and exit 1."""
     if as_json:
         click.echo(
@@ -130,10 +133,10 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(file: Path, as_json: bool) -> None:
     """Check FILE and print every problem, or `FILE: N jobs OK`."""
-    from crond import config  # noqa: PLC0415  (see the imports above)
+    from crond.config import loaded  # noqa: PLC0415  (see the imports above)
 
     cfg = _load_or_exit(file, as_json=as_json, check_owner=True)
-    warnings = config.dst_warnings(cfg, SystemClock().now()) + config.reboot_warnings(cfg)
+    warnings = loaded.dst_warnings(cfg, SystemClock().now()) + loaded.reboot_warnings(cfg)
     if as_json:
         click.echo(
             json.dumps(
@@ -155,9 +158,9 @@ def validate(file: Path, as_json: bool) -> None:
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of the schedules file (for editors)."""
-    from crond import config  # noqa: PLC0415  (see the imports above)
+    from crond.config import model  # noqa: PLC0415  (see the imports above)
 
-    click.echo(json.dumps(config.json_schema(), indent=2))
+    click.echo(json.dumps(model.json_schema(), indent=2))
 
 
 @main.command(name="next")
@@ -195,7 +198,7 @@ def next_(
     selected = {
         name: job.make_timing()
         for name, job in cfg.jobs.items()
-        if job.enabled and (not jobs or name in jobs)
+        if job.settings.enabled and (not jobs or name in jobs)
     }
     rows = preview.next_fires(selected, start or SystemClock().now(), count)
     click.echo(preview.format_json_lines(rows) if as_json else preview.format_table(rows))
@@ -296,7 +299,7 @@ _STATE_DIR = click.option(
 )
 
 
-def _open_reader(cfg: config.Config, flag: str | None) -> tuple[state.Reader | None, str | None]:
+def _open_reader(cfg: LoadedConfig, flag: str | None) -> tuple[state.Reader | None, str | None]:
     """The store read-only, or None and why not (said on stderr by the caller)."""
     try:
         return state.open_reader(flag, cfg.daemon.state_dir), None
@@ -317,11 +320,11 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     if quick is not None:
         _write(quick)
         return
-    from crond import config  # noqa: PLC0415  (not needed above: see the imports)
+    from crond.config import problems  # noqa: PLC0415  (not needed above: see the imports)
 
     try:
         cfg = _load(file, check_owner=False)
-    except config.ConfigError as exc:
+    except problems.ConfigError as exc:
         # A broken edit is what the daemon refuses to reload: it runs the jobs it had, and
         # those are worth seeing. The errors first, then that, and exit 1 all the same.
         running = view.quick(file, state_dir, now, as_json=as_json, same_bytes=False)
@@ -378,13 +381,13 @@ def _write(text: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 def history(file: Path, job: str | None, state_dir: str | None, count: int, as_json: bool) -> None:
     """Past attempts (of JOB, or of every job), oldest first, with their output tail."""
-    from crond import config  # noqa: PLC0415  (see the imports above)
     from crond import status as view  # noqa: PLC0415  (see the imports above)
+    from crond.config import problems  # noqa: PLC0415  (see the imports above)
 
     try:
-        cfg: config.Config | None = _load(file, check_owner=False)
+        cfg: LoadedConfig | None = _load(file, check_owner=False)
         broken = None
-    except config.ConfigError as exc:
+    except problems.ConfigError as exc:
         # As for `status`: a broken edit does not make the past unreadable.
         cfg, broken = None, exc
     try:

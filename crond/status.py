@@ -23,7 +23,7 @@ from crond.clock import iso_utc
 from crond.store import sqlite as state
 
 if TYPE_CHECKING:
-    from crond.config import Job  # not at run time: pydantic is slow to import
+    from crond.config.loaded import LoadedJob  # not at run time: pydantic is slow to import
 
 __all__ = ["alive_of", "daemon_alive", "for_file", "format_history", "format_history_json", "quick"]
 
@@ -87,7 +87,7 @@ def quick(
 
 
 def for_file(
-    jobs: Mapping[str, Job],
+    jobs: Mapping[str, LoadedJob],
     reader: state.Reader | None,
     now: datetime,
     *,
@@ -101,13 +101,13 @@ def for_file(
     return _render(reader, view, alive=alive, as_json=as_json)
 
 
-def _view_rows(jobs: Mapping[str, Job], now: datetime) -> Iterable[state.ViewRow]:
+def _view_rows(jobs: Mapping[str, LoadedJob], now: datetime) -> Iterable[state.ViewRow]:
     for name, job in jobs.items():
         fire = None
-        if job.enabled:
+        if job.settings.enabled:
             with contextlib.suppress(StopIteration):
                 fire = job.make_timing().next_after(now)
-        yield state.view_row(name, job.enabled, job.schedule_text, fire)
+        yield state.view_row(name, job.settings.enabled, job.schedule_text, fire)
 
 
 def _render(reader: state.Reader, view: str, *, alive: bool, as_json: bool) -> str:

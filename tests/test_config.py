@@ -11,16 +11,17 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from crond import config
-from crond.config import ConfigError, Output, Overlap
+from crond.config import loaded, loader, model
+from crond.config.model import Output, Overlap
+from crond.config.problems import ConfigError, Problem
 from crond.when import timing
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def problems(text: str) -> list[config.Problem]:
+def problems(text: str) -> list[Problem]:
     with pytest.raises(ConfigError) as info:
-        config.loads(textwrap.dedent(text), "s.yaml")
+        loader.loads(textwrap.dedent(text), "s.yaml")
     return info.value.problems
 
 
@@ -330,24 +331,24 @@ jobs:
 
 
 def test_good_file_with_defaults_merged() -> None:
-    cfg = config.loads(GOOD, "g.yaml")
+    cfg = loader.loads(GOOD, "g.yaml")
     backup, cleanup, report = cfg.jobs["backup"], cfg.jobs["cleanup"], cfg.jobs["report"]
     assert backup.name == "backup"
-    assert backup.timezone == "Europe/Berlin"
-    assert backup.timeout == timedelta(hours=2)
-    assert backup.grace == timedelta(minutes=2)
-    assert backup.env == {"LANG": "C.UTF-8", "A": "2", "PORT": "8080"}
-    assert backup.interpreter is None  # python-only defaults stay off command jobs
-    assert cleanup.timezone is None
-    assert cleanup.every == timedelta(minutes=15)
-    assert cleanup.command == ["find", "/tmp/app", "-delete"]
-    assert cleanup.overlap is Overlap.SKIP
-    assert cleanup.output is Output.LOG
-    assert cleanup.kill_after == timedelta(seconds=10)
-    assert report.timezone == "America/New_York"
-    assert report.interpreter == "/usr/bin/python3"
-    assert report.retry.attempts == 3
-    assert report.retry.backoff == 2.0
+    assert backup.settings.timezone == "Europe/Berlin"
+    assert backup.settings.timeout == timedelta(hours=2)
+    assert backup.settings.grace == timedelta(minutes=2)
+    assert backup.settings.env == {"LANG": "C.UTF-8", "A": "2", "PORT": "8080"}
+    assert backup.settings.interpreter is None  # python-only defaults stay off command jobs
+    assert cleanup.settings.timezone is None
+    assert cleanup.settings.every == timedelta(minutes=15)
+    assert cleanup.settings.command == ["find", "/tmp/app", "-delete"]
+    assert cleanup.settings.overlap is Overlap.SKIP
+    assert cleanup.settings.output is Output.LOG
+    assert cleanup.settings.kill_after == timedelta(seconds=10)
+    assert report.settings.timezone == "America/New_York"
+    assert report.settings.interpreter == "/usr/bin/python3"
+    assert report.settings.retry.attempts == 3
+    assert report.settings.retry.backoff == 2.0
     assert cfg.daemon.heartbeat == timedelta(seconds=5)
     assert cfg.daemon.shutdown_timeout == timedelta(seconds=30)
 
@@ -361,57 +362,57 @@ def test_each_distinct_cron_is_parsed_once_per_load(monkeypatch: pytest.MonkeyPa
         parsed.append(text)
         return timing.parse_cron(text)
 
-    monkeypatch.setattr(config, "_parse_cron", parse)
+    monkeypatch.setattr(model, "parse_cron", parse)
     crons = [f"{i % 60} {i // 60 % 24} {1 + i % 28} * *" for i in range(40)]
     lines = ["jobs:"]
     for i, cron in enumerate([*crons, *crons]):
         lines += [f"  j{i}:", f'    cron: "{cron}"', "    command: x"]
-    cfg = config.loads("\n".join(lines) + "\n")
+    cfg = loader.loads("\n".join(lines) + "\n")
     assert sorted(parsed) == sorted(crons)
     for job in cfg.jobs.values():
-        assert job.cron_expr() == timing.parse_cron(job.cron or "")
+        assert job.cron_expr == timing.parse_cron(job.settings.cron or "")
 
 
 def test_models_are_frozen() -> None:
-    cfg = config.loads(GOOD)
+    cfg = loader.loads(GOOD)
     with pytest.raises(ValueError, match="frozen"):
-        cfg.jobs["backup"].command = "rm -rf /"  # type: ignore[misc]
+        cfg.jobs["backup"].settings.command = "rm -rf /"  # type: ignore[misc]
 
 
 def test_yaml_merge_keys_are_honoured() -> None:
-    cfg = config.loads(
+    cfg = loader.loads(
         "jobs:\n"
         "  a: &common\n    every: 1m\n    command: echo\n"
         "  b:\n    <<: *common\n    command: echo b\n"
     )
-    assert cfg.jobs["b"].command == "echo b"
-    assert cfg.jobs["b"].every == timedelta(minutes=1)
+    assert cfg.jobs["b"].settings.command == "echo b"
+    assert cfg.jobs["b"].settings.every == timedelta(minutes=1)
 
 
 def test_local_zone_is_accepted() -> None:
-    cfg = config.loads("timezone: local\njobs:\n  a: {cron: '@daily', command: x}\n")
+    cfg = loader.loads("timezone: local\njobs:\n  a: {cron: '@daily', command: x}\n")
     assert cfg.jobs["a"].zone is not None
 
 
 def test_missing_file_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such file"):
-        config.load(tmp_path / "nope.yaml")
+        loader.load_file(tmp_path / "nope.yaml")
 
 
 def test_example_file_validates() -> None:
-    cfg = config.load(ROOT / "schedules.example.yaml")
+    cfg, _ = loader.load_file(ROOT / "schedules.example.yaml")
     assert len(cfg.jobs) >= 5
-    assert {j.output for j in cfg.jobs.values()} == {Output.LOG}
+    assert {j.settings.output for j in cfg.jobs.values()} == {Output.LOG}
 
 
 def test_every_model_field_is_documented() -> None:
     doc = (ROOT / "docs" / "configuration.md").read_text()
     models: list[type[BaseModel]] = [
-        config.Config,
-        config.JobFields,
-        config.Job,
-        config.Daemon,
-        config.Retry,
+        model.Config,
+        model.JobFields,
+        model.Job,
+        model.Daemon,
+        model.Retry,
     ]
     missing = [
         f"{model.__name__}.{name}"
@@ -423,7 +424,7 @@ def test_every_model_field_is_documented() -> None:
 
 
 def test_json_schema_describes_jobs() -> None:
-    schema = config.json_schema()
+    schema = model.json_schema()
     job = schema["$defs"]["Job"]
     assert {"cron", "every", "command", "python", "retry"} <= set(job["properties"])
     assert job["additionalProperties"] is False
@@ -435,9 +436,9 @@ def test_loads_leaves_the_collector_as_it_found_it(enabled: bool) -> None:
     was, frozen = gc.isenabled(), gc.get_freeze_count()
     try:
         (gc.enable if enabled else gc.disable)()
-        config.loads(GOOD)
+        loader.loads(GOOD)
         with pytest.raises(ConfigError):
-            config.loads("jobs: {}\n")
+            loader.loads("jobs: {}\n")
         assert gc.isenabled() is enabled
         assert gc.get_freeze_count() == frozen  # nothing left out of the collector's reach
     finally:
@@ -452,7 +453,7 @@ def test_cli_offers_the_log_levels_logs_knows() -> None:
 
 
 def test_catchup_history_and_reboot_fields() -> None:
-    cfg = config.loads(
+    cfg = loader.loads(
         "defaults: {history: 7}\n"
         "daemon: {state_dir: /srv/crond}\n"
         "jobs:\n"
@@ -460,23 +461,26 @@ def test_catchup_history_and_reboot_fields() -> None:
         "  b: {cron: '@REBOOT', command: x}\n"
     )
     r, b = cfg.jobs["r"], cfg.jobs["b"]
-    assert (r.catchup, r.catchup_window, r.history) == (
-        config.Catchup.LATEST,
+    assert (r.settings.catchup, r.settings.catchup_window, r.settings.history) == (
+        model.Catchup.LATEST,
         timedelta(hours=2),
         7,
     )
-    assert (b.catchup, b.catchup_window) == (config.Catchup.NONE, timedelta(days=1))
+    assert (b.settings.catchup, b.settings.catchup_window) == (
+        model.Catchup.NONE,
+        timedelta(days=1),
+    )
     assert b.reboot
     assert not r.reboot
     assert b.schedule_text == "@reboot"
     assert cfg.daemon.state_dir == "/srv/crond"
     assert list(b.make_timing().fires(datetime(2026, 1, 1, tzinfo=UTC))) == []
-    assert config.reboot_warnings(cfg) == []
+    assert loaded.reboot_warnings(cfg) == []
 
 
 def test_bad_catchup_values_are_located() -> None:
-    with pytest.raises(config.ConfigError) as err:
-        config.loads(
+    with pytest.raises(ConfigError) as err:
+        loader.loads(
             "jobs:\n  r:\n    every: 1m\n    catchup: all\n    catchup_window: 0s\n"
             "    history: 0\n    command: x\n"
         )
@@ -488,15 +492,15 @@ def test_bad_catchup_values_are_located() -> None:
 
 def test_keys_are_text_as_written_not_yaml_1_1_booleans() -> None:
     """`off:` as a job name, `on:`/`yes:` as env names: YAML 1.1 would read False/True."""
-    cfg = config.loads(
+    cfg = loader.loads(
         "jobs:\n"
         "  off: {every: 1m, command: x, env: {on: '1', yes: '2', 0x10: '3'}}\n"
         "  null: {every: 1m, command: x}\n"
     )
     assert list(cfg.jobs) == ["off", "null"]
-    assert cfg.jobs["off"].env == {"on": "1", "yes": "2", "0x10": "3"}
+    assert cfg.jobs["off"].settings.env == {"on": "1", "yes": "2", "0x10": "3"}
     with pytest.raises(ConfigError) as err:  # the located second pass reads keys the same
-        config.loads("jobs:\n  off: {every: 1m, command: x}\n  on: {every: 1 min, command: x}\n")
+        loader.loads("jobs:\n  off: {every: 1m, command: x}\n  on: {every: 1 min, command: x}\n")
     assert [p.path for p in err.value.problems] == ["jobs.on.every"]
 
 
@@ -544,11 +548,11 @@ def _field_file(path: str, value: str) -> tuple[str, int]:
 
 
 FIELD_PATHS = [
-    *config.Config.model_fields,
-    *(f"jobs.j.{name}" for name in config.Job.model_fields),
-    *(f"defaults.{name}" for name in config.JobFields.model_fields),
-    *(f"daemon.{name}" for name in config.Daemon.model_fields),
-    *(f"jobs.j.retry.{name}" for name in config.Retry.model_fields),
+    *model.Config.model_fields,
+    *(f"jobs.j.{name}" for name in model.Job.model_fields),
+    *(f"defaults.{name}" for name in model.JobFields.model_fields),
+    *(f"daemon.{name}" for name in model.Daemon.model_fields),
+    *(f"jobs.j.retry.{name}" for name in model.Retry.model_fields),
 ]
 
 
@@ -559,7 +563,7 @@ def test_every_field_given_every_type_is_read_or_refused_where_it_stands(
 ) -> None:
     text, line = _field_file(path, WRONG_VALUES[kind])
     try:
-        config.loads(text, "s.yaml")
+        loader.loads(text, "s.yaml")
     except ConfigError as exc:
         found = exc.problems
     else:
@@ -580,9 +584,9 @@ def test_the_table_of_fields_refuses_what_it_should() -> None:
     for path, kind in [("timezone", "int"), ("jobs.j.every", "list"), ("daemon.heartbeat", "bool")]:
         text, _ = _field_file(path, WRONG_VALUES[kind])
         with pytest.raises(ConfigError):
-            config.loads(text)
+            loader.loads(text)
     text, _ = _field_file("jobs.j.every", "5")
-    assert config.loads(text).jobs["j"].every == timedelta(seconds=5)
+    assert loader.loads(text).jobs["j"].settings.every == timedelta(seconds=5)
 
 
 @pytest.mark.parametrize("value", ["", "5", "true", "1.5", "[UTC]", "{a: 1}", "2026-01-01"])
@@ -617,7 +621,7 @@ def test_keys_and_values_cannot_forge_problem_lines(text: str) -> None:
 
 def test_the_file_name_cannot_forge_problem_lines() -> None:
     with pytest.raises(ConfigError) as info:
-        config.loads("jobs: {}\n", "a\nb.yaml:1:1: forged")
+        loader.loads("jobs: {}\n", "a\nb.yaml:1:1: forged")
     assert str(info.value) == (
         "a\\nb.yaml:1:1: forged:1:1: no jobs: add a `jobs:` mapping with at least one job"
     )
@@ -645,7 +649,7 @@ def test_an_env_value_is_never_shown(env: str, where: str) -> None:
     if where == "job":
         head, job = "", f"{{every: 1m, command: x, env: {env}}}"
     try:
-        config.loads(f"{head}jobs:\n  a: {job}\n", "s.yaml")
+        loader.loads(f"{head}jobs:\n  a: {job}\n", "s.yaml")
     except ConfigError as exc:
         text = str(exc)
         assert "env" in text
@@ -673,8 +677,8 @@ def test_defaults_copied_into_many_jobs_are_bounded() -> None:
     assert [(p.line, p.path) for p in found] == [(2, "defaults.args")]
     assert "copied into each of the 5,000 jobs" in found[0].message
     small = ",".join(["1"] * 150)
-    cfg = config.loads(f"defaults:\n  args: [{small}]\njobs:\n{jobs}")
-    assert len(cfg.jobs["j1"].args or []) == 150
+    cfg = loader.loads(f"defaults:\n  args: [{small}]\njobs:\n{jobs}")
+    assert len(cfg.jobs["j1"].settings.args or []) == 150
 
 
 # --- a file with thousands of mistakes: the first 1,000, at once -----------------------

@@ -2,7 +2,7 @@
 
 Hypothesis writes schedules-like files: mutations of a valid one, random structures, odd
 scalars, anchors and aliases, tags, deep nesting, control characters and line breaks of
-every kind. For each, the validation `crond validate` runs (`config.loads`, and the
+every kind. For each, the validation `crond validate` runs (`loader.loads`, and the
 command itself through click) must raise nothing but ConfigError, render each problem
 as exactly one line, and answer within a second. The real binary is run on the worst
 files known (an alias bomb, deep nesting) too.
@@ -22,8 +22,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crond import config
 from crond.cli import main
+from crond.config import loader, model, problems
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 1.0  # seconds, for any one file
@@ -54,7 +54,7 @@ jobs:
 """
 
 # The pieces files are made of: what people write, and what attackers and accidents do.
-FIELDS = [*config.Job.model_fields, *config.Config.model_fields, "<<", "x-a", "attempts"]
+FIELDS = [*model.Job.model_fields, *model.Config.model_fields, "<<", "x-a", "attempts"]
 ODD_KEYS = ['"a\\nb.yaml:1:1: forged"', "'it''s'", "? [a, b]", "&k key", "!!int 0x10", "~"]
 ODD_SCALARS = [
     *["", "~", "null", "yes", "off", "0x_", "0o17", "1:30", "2026-02-30", "2026-01-01"],
@@ -153,7 +153,7 @@ files = st.one_of(mutated(), structured())
 
 
 def test_the_file_the_mutations_start_from_is_valid() -> None:
-    assert len(config.loads(BASE).jobs) == 4
+    assert len(loader.loads(BASE).jobs) == 4
 
 
 def check(text: str) -> None:
@@ -161,9 +161,9 @@ def check(text: str) -> None:
     within BUDGET."""
     start = time.perf_counter()
     try:
-        config.loads(text, "s.yaml")
+        loader.loads(text, "s.yaml")
         found = []
-    except config.ConfigError as exc:
+    except problems.ConfigError as exc:
         found = exc.problems
         assert found
         rendered = str(exc)

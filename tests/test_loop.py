@@ -16,9 +16,9 @@ from typing import Any, cast
 import pytest
 from structlog.typing import FilteringBoundLogger
 
-from crond import config
 from crond.clock import FakeClock
-from crond.config import Job
+from crond.config import loader
+from crond.config.loaded import LoadedJob
 from crond.daemon.loop import Gate, Loop, RunHandle
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -95,8 +95,8 @@ class Harness:
         return [r.slot for r in self.runs if job is None or r.job == job]
 
 
-def jobs(text: str) -> dict[str, Job]:
-    return dict(config.loads(text).jobs)
+def jobs(text: str) -> dict[str, LoadedJob]:
+    return dict(loader.loads(text).jobs)
 
 
 @asynccontextmanager
@@ -114,7 +114,7 @@ async def harness(
     runs: list[FakeRun] = []
     h: Harness
 
-    def launch(job: Job, slot: datetime, gate: Gate | None = None) -> FakeRun:
+    def launch(job: LoadedJob, slot: datetime, gate: Gate | None = None) -> FakeRun:
         if gate is not None:  # as the runner does, just before its spawn
             gate()
         run = FakeRun(job.name, slot, f"r{len(runs)}", clock.now())
@@ -374,7 +374,7 @@ async def test_a_wake_prepares_all_its_starts_before_launching_any() -> None:
         launch = h.loop.launch
         h.loop.prepare = lambda starts, _at: order.append(sorted(job.name for job, _ in starts))
 
-        def logged(job: Job, slot: datetime, gate: Gate | None = None) -> RunHandle:
+        def logged(job: LoadedJob, slot: datetime, gate: Gate | None = None) -> RunHandle:
             order.append(job.name)
             return launch(job, slot, gate)
 

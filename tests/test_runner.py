@@ -27,7 +27,8 @@ import yaml
 from structlog.typing import FilteringBoundLogger
 
 from crond.clock import FakeClock, SystemClock
-from crond.config import Job, loads
+from crond.config.loaded import LoadedJob
+from crond.config.loader import loads
 from crond.run import child, runner
 from crond.run.output import LINE_LIMIT, RUN_LIMIT, Watch
 from crond.run.runner import Outcome, Run, RunResult, RunSpec
@@ -88,7 +89,7 @@ class Recorder:
         await asyncio.wait_for(future, EVENT_WAIT)
 
 
-def make_job(**fields: Any) -> Job:
+def make_job(**fields: Any) -> LoadedJob:
     text = yaml.safe_dump({"jobs": {"t": {"every": "1h", **fields}}})
     return loads(text).jobs["t"]
 

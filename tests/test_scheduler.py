@@ -7,14 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from crond import config
+from crond.config import loader
+from crond.config.loaded import LoadedJob
 from crond.when.plan import Entry, Schedule, make_entry, plan, plan_entry
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
-def job(body: str, name: str = "j") -> config.Job:
-    return config.loads(f"jobs:\n  {name}: {{{body}}}\n").jobs[name]
+def job(body: str, name: str = "j") -> LoadedJob:
+    return loader.loads(f"jobs:\n  {name}: {{{body}}}\n").jobs[name]
 
 
 def at(seconds: float) -> datetime:

@@ -12,8 +12,9 @@ from typing import Any, cast
 import pytest
 from structlog.typing import FilteringBoundLogger
 
-from crond import config
 from crond.clock import SystemClock
+from crond.config import loader
+from crond.config.loaded import LoadedJob
 from crond.run import runner
 from crond.store import sqlite as state
 
@@ -115,8 +116,8 @@ def test_boot_id_is_read_from_the_kernel() -> None:
     assert bid is None or len(bid) == 36
 
 
-def _job(command: str) -> config.Job:
-    return config.loads(f"jobs:\n  j: {{every: 1h, command: {command!r}}}\n").jobs["j"]
+def _job(command: str) -> LoadedJob:
+    return loader.loads(f"jobs:\n  j: {{every: 1h, command: {command!r}}}\n").jobs["j"]
 
 
 class _Log:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from crond import config, durations
+from crond.config import durations, model
 from crond.daemon import liveness
 from tests.e2e.harness import eventually
 
@@ -152,7 +152,7 @@ def test_unit_settings_that_crond_and_its_docs_rely_on() -> None:
 
 
 def test_stop_timeout_outlasts_the_shutdown_drain() -> None:
-    drain = config.Daemon().shutdown_timeout + config.Job.model_fields["kill_after"].default
+    drain = model.Daemon().shutdown_timeout + model.Job.model_fields["kill_after"].default
     assert isinstance(drain, timedelta)
     assert seconds(value("TimeoutStopSec")) > drain.total_seconds()
 

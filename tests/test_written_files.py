@@ -1,6 +1,6 @@
 """Files crond writes, against links planted by someone else: the liveness file, the
-store's lock and database, and a store whose directory disappears (crond/liveness.py,
-crond/state.py). Real files and real symlinks; as root where the rule is root's."""
+store's lock and database, and a store whose directory disappears (crond/daemon/liveness.py,
+crond/store/sqlite.py). Real files and real symlinks; as root where the rule is root's."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crond import yamlsource
-from crond.yamlsource import MAX_ALIAS_NODES, MAX_DEPTH, Mark
+from crond.config import yamlsource
+from crond.config.yamlsource import MAX_ALIAS_NODES, MAX_DEPTH, Mark
 
 
 def shape(value: Any) -> Any:

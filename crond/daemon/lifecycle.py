@@ -25,9 +25,10 @@ from typing import Any
 
 from structlog.typing import FilteringBoundLogger
 
-from crond import __version__, config, ownership, source
+from crond import __version__, ownership
 from crond.clock import Clock, SystemClock, iso_utc
-from crond.config import Config, Job
+from crond.config import loader, problems
+from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.daemon import liveness, reaper
 from crond.daemon.loop import Gate, Loop
 from crond.daemon.systemd import Notifier
@@ -63,7 +64,7 @@ class Daemon:
     def __init__(
         self,
         path: Path,
-        cfg: Config,
+        cfg: LoadedConfig,
         options: Options,
         log: FilteringBoundLogger,
         clock: Clock,
@@ -77,7 +78,7 @@ class Daemon:
         self.log = log
         self.clock = clock
         self.notifier = Notifier()
-        self.specs: dict[str, tuple[Job, runner.RunSpec]] = {}
+        self.specs: dict[str, tuple[LoadedJob, runner.RunSpec]] = {}
         # Read once: every job's environment starts here, without what is the daemon's own.
         self.environ = {k: v for k, v in os.environ.items() if k not in _DAEMON_ONLY}
         self.state_dir = state.resolve_dir(options.state_dir, cfg.daemon.state_dir)
@@ -117,7 +118,7 @@ class Daemon:
 
     # --- runs -------------------------------------------------------------------------
 
-    def _launch(self, job: Job, slot: datetime, gate: Gate | None = None) -> runner.Run:
+    def _launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
         cached = self.specs.get(job.name)
         if cached is None or cached[0] is not job:
             cached = (job, runner.spec_for(job, self.environ))
@@ -133,7 +134,7 @@ class Daemon:
             gate=gate,
         )
 
-    def _prepare(self, starts: list[tuple[Job, datetime]], at: datetime) -> None:
+    def _prepare(self, starts: list[tuple[LoadedJob, datetime]], at: datetime) -> None:
         """The runs one wake is about to start at `at` (the wake may come just before):
         their `started` rows in one commit, before the first spawn (one per run would
         cost each later spawn of the wake the commits of those before)."""
@@ -225,7 +226,7 @@ class Daemon:
         boot = state.boot_id()
         store = self.recorder.store
         for job in self.cfg.jobs.values():
-            if not (job.reboot and job.enabled):
+            if not (job.reboot and job.settings.enabled):
                 continue
             key = f"reboot:{job.name}"
             mark = None
@@ -301,11 +302,11 @@ class Daemon:
                 self._swap(*new)
             self.notifier.ready()
 
-    async def _read(self) -> tuple[Config, str | None] | None:
+    async def _read(self) -> tuple[LoadedConfig, str | None] | None:
         """The file again, through the same checks as at start; None (logged) if refused."""
         try:
-            return await asyncio.to_thread(source.load, self.path)
-        except config.ConfigError as exc:
+            return await asyncio.to_thread(loader.load_file, self.path)
+        except problems.ConfigError as exc:
             self.log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
             return None
         except Exception as exc:  # noqa: BLE001  (a bug of the loader must not stop the jobs)
@@ -315,13 +316,13 @@ class Daemon:
             )
             return None
 
-    def _swap(self, new: Config, digest: str | None) -> None:
-        with config.gc_paused():
+    def _swap(self, new: LoadedConfig, digest: str | None) -> None:
+        with loader.gc_paused():
             diff = self.loop.load(new.jobs)
         self.cfg = new
         self.digest = digest
         self.specs = {name: spec for name, spec in self.specs.items() if name in new.jobs}
-        self.recorder.history = {name: job.history for name, job in new.jobs.items()}
+        self.recorder.history = {name: job.settings.history for name, job in new.jobs.items()}
         self.loop.heartbeat = self._heartbeat()
         self.recorder.quiet = self.loop.heartbeat.total_seconds()
         self.log.info(
@@ -369,8 +370,9 @@ class Daemon:
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     aio.add_signal_handler(signum, self._on_stop, signum)
                 self._open_state()
-                self.recorder.history = {name: job.history for name, job in self.cfg.jobs.items()}
-                with config.gc_paused():  # 10,000 entries: ~100,000 objects, see there
+                jobs = self.cfg.jobs
+                self.recorder.history = {name: job.settings.history for name, job in jobs.items()}
+                with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
                     self.loop.load(self.cfg.jobs, resume=self._resume())
                 self._start_reboot_jobs()
                 self.log.info(
@@ -401,8 +403,8 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
     """`crond run`: exit 1 when the file is invalid (or, as root, unsafe) at start, 0 after
     a clean stop."""
     try:
-        cfg, digest = source.load(path)
-    except config.ConfigError as exc:
+        cfg, digest = loader.load_file(path)
+    except problems.ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         log.error("config.load_failed", errors=[str(p) for p in exc.problems])
@@ -418,7 +420,7 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
 
 def _view_row(entry: Entry) -> state.ViewRow:
     job = entry.job
-    return state.view_row(entry.name, job.enabled, job.schedule_text, entry.next_fire)
+    return state.view_row(entry.name, job.settings.enabled, job.schedule_text, entry.next_fire)
 
 
 def _raise_fd_limit() -> None:
@@ -442,7 +444,7 @@ def exit_status(result: runner.RunResult) -> int:
     return 128 - code if code < 0 else code
 
 
-def run_once(job: Job, log: FilteringBoundLogger) -> int:
+def run_once(job: LoadedJob, log: FilteringBoundLogger) -> int:
     """`crond run-job`: one run now (with its retries), as the daemon would; Ctrl-C stops it
     as for a timeout, a second Ctrl-C kills it."""
 

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, iso_utc
-from crond.config import Catchup, Job
+from crond.config.loaded import LoadedJob
+from crond.config.model import Catchup
 from crond.when.plan import Decision, Entry, Schedule, make_entry, plan_entry
 from crond.when.timing import Fire
 
@@ -42,7 +43,7 @@ Gate = Callable[[], None]
 
 
 class Launch(Protocol):
-    def __call__(self, job: Job, slot: datetime, gate: Gate | None = None) -> RunHandle: ...
+    def __call__(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> RunHandle: ...
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class Loop:
         heartbeat: timedelta,
         beat: Callable[[datetime], None] | None = None,
         after_tick: Callable[[list[Entry], list[tuple[str, datetime]]], None] | None = None,
-        prepare: Callable[[list[tuple[Job, datetime]], datetime], None] | None = None,
+        prepare: Callable[[list[tuple[LoadedJob, datetime]], datetime], None] | None = None,
     ) -> None:
         self.clock = clock
         self.log = log
@@ -77,7 +78,7 @@ class Loop:
         # before the first is launched: the daemon records them all in one commit.
         self.prepare = prepare
         self.schedule = Schedule()
-        self._soon: list[tuple[Job, datetime, Callable[[], None] | None]] = []
+        self._soon: list[tuple[LoadedJob, datetime, Callable[[], None] | None]] = []
         self.running: dict[str, list[RunHandle]] = {}
         self._wake = asyncio.Event()
         self.idle = asyncio.Event()  # set while no run is going
@@ -88,7 +89,7 @@ class Loop:
     # --- configuration --------------------------------------------------------------
 
     def load(
-        self, jobs: Mapping[str, Job], resume: Mapping[str, datetime] | None = None
+        self, jobs: Mapping[str, LoadedJob], resume: Mapping[str, datetime] | None = None
     ) -> ConfigDiff:
         """Swap in a new set of jobs. Unchanged jobs keep their state; changed jobs keep
         their cursor (no slot runs twice); running runs are never interrupted.
@@ -108,10 +109,10 @@ class Loop:
         for name in added:
             job, cursor = jobs[name], now
             before = resume.get(name) if resume else None
-            if before is not None and job.catchup is Catchup.LATEST:
+            if before is not None and job.settings.catchup is Catchup.LATEST:
                 # Slots older than the window can never run: not even counted (a year
                 # of a minutely job would be half a million slots to walk).
-                cursor = max(before, now - job.catchup_window - _SECOND)
+                cursor = max(before, now - job.settings.catchup_window - _SECOND)
             elif before is not None:
                 cursor = max(now, before)
             self.schedule.put(make_entry(job, cursor))
@@ -141,7 +142,7 @@ class Loop:
                 await self._sleep(now, next_beat - self.clock.monotonic())
 
     def start_soon(
-        self, job: Job, slot: datetime, before: Callable[[], None] | None = None
+        self, job: LoadedJob, slot: datetime, before: Callable[[], None] | None = None
     ) -> None:
         """Start a run of `job` for `slot` at the next wake, whatever its schedule says
         (`@reboot` jobs, which have no slot in time); `before` is called just before (so
@@ -208,7 +209,7 @@ class Loop:
             decision = plan_entry(entry, at, len(self.running.get(entry.name, ())))
             self.schedule.apply(entry, decision)
             decisions.append(decision)
-            if decision.start is None and entry.job.catchup is Catchup.LATEST:
+            if decision.start is None and entry.job.settings.catchup is Catchup.LATEST:
                 moved.append((entry.name, entry.cursor))
         if self.prepare is not None:  # what starts now, before any of it is spawned
             starts = [
@@ -226,7 +227,7 @@ class Loop:
         if due and self.after_tick:
             self.after_tick(due, moved)
 
-    def _act(self, job: Job, decision: Decision, gate: Gate | None = None) -> None:
+    def _act(self, job: LoadedJob, decision: Decision, gate: Gate | None = None) -> None:
         logs = decision.caught_up is not None or decision.missed or decision.skip
         if gate is not None and (logs or decision.replace):
             gate()  # what follows is of the slot: not logged, nor anything stopped, before it
@@ -260,13 +261,13 @@ class Loop:
         else:
             self._start(job, decision.start, gate)
 
-    def _start(self, job: Job, slot: datetime, gate: Gate | None = None) -> None:
+    def _start(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> None:
         run = self.launch(job, slot, gate)
         self.running.setdefault(job.name, []).append(run)
         self.idle.clear()
         self._own(self._reap(job.name, run))
 
-    async def _start_after(self, job: Job, slot: datetime, old: list[RunHandle]) -> None:
+    async def _start_after(self, job: LoadedJob, slot: datetime, old: list[RunHandle]) -> None:
         await asyncio.gather(*(run.wait() for run in old))
         if not self._stopping:
             self._start(job, slot)

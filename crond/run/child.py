@@ -21,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from crond.config import Output
+from crond.config.model import Output
 from crond.run.output import Pump, Watch
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ How a run behaves (the choices, for the docs):
 - Starting can fail before any process exists: a program not on PATH (exit_code 127,
   like a shell), a missing workdir, a `user` that does not exist or needs root, a file that
   cannot be executed (126). The attempt then logs `job.started` with `pid: null`, one
-  `job.output` line on stderr starting with `crond:` (whatever `output` says: it is
+  `job.settings.output` line on stderr starting with `crond:` (whatever `output` says: it is
   crond's message, not the job's), and `job.finished` failed. Retries apply.
 - Retries: after failed or timeout, up to `retry.attempts` more attempts, same `run_id`,
   waiting `retry.delay_before(n)` on the monotonic clock. `stop()`/`kill()` during that
@@ -52,7 +52,8 @@ from typing import Final, Protocol
 from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, iso_utc
-from crond.config import Job, Output, Retry
+from crond.config.loaded import LoadedJob
+from crond.config.model import Output, Retry
 from crond.run.bootstrap import BOOTSTRAP
 from crond.run.child import Attempt, Outcome, RunResult, owned_pids, which
 from crond.run.output import Budget
@@ -98,13 +99,13 @@ _KEPT_FOR_USER: Final = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ")
 _USER_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 
 
-def spec_for(job: Job, base_env: Mapping[str, str] | None = None) -> RunSpec:
+def spec_for(job: LoadedJob, base_env: Mapping[str, str] | None = None) -> RunSpec:
     """The RunSpec of `job`; never raises for a problem of the host (see `error`)."""
     env = dict(os.environ if base_env is None else base_env)
     uid = gid = home = error = None
     groups: tuple[int, ...] | None = None
-    if job.user is not None:
-        account, error = _account(job.user)
+    if job.settings.user is not None:
+        account, error = _account(job.settings.user)
         if account is not None:
             home = account.pw_dir
             # Another user's job starts from a clean environment, as login and cron give
@@ -120,18 +121,18 @@ def spec_for(job: Job, base_env: Mapping[str, str] | None = None) -> RunSpec:
             if os.geteuid() == 0:
                 uid, gid = account.pw_uid, account.pw_gid
                 groups = tuple(os.getgrouplist(account.pw_name, account.pw_gid))
-    env.update(job.env)
+    env.update(job.settings.env)
     argv = _argv(job)
     return RunSpec(
         job=job.name,
         argv=argv,
         env=env,
-        cwd=job.workdir,
-        timeout=None if job.timeout is None else job.timeout.total_seconds(),
-        kill_after=job.kill_after.total_seconds(),
-        output=job.output,
-        retry=job.retry,
-        user=job.user,
+        cwd=job.settings.workdir,
+        timeout=None if job.settings.timeout is None else job.settings.timeout.total_seconds(),
+        kill_after=job.settings.kill_after.total_seconds(),
+        output=job.settings.output,
+        retry=job.settings.retry,
+        user=job.settings.user,
         uid=uid,
         gid=gid,
         groups=groups,
@@ -141,14 +142,15 @@ def spec_for(job: Job, base_env: Mapping[str, str] | None = None) -> RunSpec:
     )
 
 
-def _argv(job: Job) -> tuple[str, ...]:
-    if isinstance(job.command, str):
-        return ("/bin/sh", "-c", job.command)
-    if job.command is not None:
-        return tuple(job.command)
-    assert job.python is not None  # config guarantees command or python
-    args, kwargs = json.dumps(job.args or []), json.dumps(job.kwargs or {})
-    return (job.interpreter or sys.executable, "-c", BOOTSTRAP, job.python, args, kwargs)
+def _argv(job: LoadedJob) -> tuple[str, ...]:
+    if isinstance(job.settings.command, str):
+        return ("/bin/sh", "-c", job.settings.command)
+    if job.settings.command is not None:
+        return tuple(job.settings.command)
+    settings = job.settings
+    assert settings.python is not None  # config guarantees command or python
+    args, kwargs = json.dumps(settings.args or []), json.dumps(settings.kwargs or {})
+    return (settings.interpreter or sys.executable, "-c", BOOTSTRAP, settings.python, args, kwargs)
 
 
 def _account(user: str) -> tuple[pwd.struct_passwd | None, str | None]:

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from crond.config import Catchup, Job, Overlap
+from crond.config.loaded import LoadedJob
+from crond.config.model import Catchup, Overlap
 from crond.when.timing import Fire, Timing
 
 # Counting missed slots one by one would take seconds after a month's suspend of an
@@ -27,7 +28,7 @@ _SCAN_LIMIT = 10_000
 class Entry:
     """A job as the scheduler sees it: its schedule and where it has got to."""
 
-    job: Job
+    job: LoadedJob
     timing: Timing
     cursor: datetime  # R9: UTC, never decreasing; slots at or before it are handled
     next_fire: Fire | None = None  # the first fire after the cursor (cached)
@@ -89,25 +90,25 @@ def plan_entry(entry: Entry, now: datetime, running: int) -> Decision:
     fire = entry.next_fire
     if now <= entry.cursor:  # the clock stepped back: nothing is due, the cursor stays
         return Decision(entry.name, entry.cursor, fire)
-    if fire is None or fire.at > now or not entry.job.enabled:
+    if fire is None or fire.at > now or not entry.job.settings.enabled:
         nxt = fire if fire is None or fire.at > now else _first_after(entry.timing, now)
         return Decision(entry.name, now, nxt)
     count, first, latest = _due(entry.timing, fire, now)
     next_fire = _first_after(entry.timing, now)
     job = entry.job
     caught_up = None
-    if now - latest > job.grace:
-        if job.catchup is Catchup.NONE or now - latest > job.catchup_window:
+    if now - latest > job.settings.grace:
+        if job.settings.catchup is Catchup.NONE or now - latest > job.settings.catchup_window:
             return Decision(entry.name, now, next_fire, missed=Missed(count, first, latest))
         caught_up = count - 1
     missed = None
     if count > 1 and caught_up is None:
         missed = Missed(count - 1, first, _previous(entry.timing, first, latest))
-    if running and job.overlap is Overlap.SKIP:
+    if running and job.settings.overlap is Overlap.SKIP:
         if caught_up:  # the catch-up slot is skipped: every slot of the stretch was missed
             missed = Missed(count - 1, first, _previous(entry.timing, first, latest))
         return Decision(entry.name, now, next_fire, skip=latest, missed=missed)
-    replace = bool(running) and job.overlap is Overlap.REPLACE
+    replace = bool(running) and job.settings.overlap is Overlap.REPLACE
     return Decision(
         entry.name,
         now,
@@ -147,7 +148,7 @@ class Schedule:
 
     def put(self, entry: Entry) -> None:
         self.entries[entry.name] = entry
-        if entry.next_fire is not None and entry.job.enabled:
+        if entry.next_fire is not None and entry.job.settings.enabled:
             heapq.heappush(self._heap, (entry.next_fire.at, next(self._seq), entry.name))
 
     def remove(self, name: str) -> Entry | None:
@@ -189,7 +190,7 @@ class Schedule:
 
 
 def make_entry(
-    job: Job, cursor: datetime, timing_of: Callable[[Job], Timing] | None = None
+    job: LoadedJob, cursor: datetime, timing_of: Callable[[LoadedJob], Timing] | None = None
 ) -> Entry:
     timing = timing_of(job) if timing_of else job.make_timing()
     return Entry(job, timing, cursor)  # (positional: a start makes one per job)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from crond.config import gc_paused
+from crond.config.loader import gc_paused
 from crond.when.timing import Fire, Timing
 
 __all__ = ["PreviewRow", "format_json_lines", "format_table", "next_fires"]
@@ -30,7 +30,7 @@ def next_fires(timings: Mapping[str, Timing], after: datetime, n: int) -> list[P
     Every fire is listed anyway, so one sort of the whole list does it: a lazy merge of
     one generator per job compared (instant, job) tuples in Python at every step of a
     10,000-deep heap. Job names are unique, so no two rows compare equal. The rows are
-    built with the collector paused, as a load is (see config.gc_paused): 10,000 jobs
+    built with the collector paused, as a load is (see loader.gc_paused): 10,000 jobs
     give 50,000 rows that live until printed, and no cycles.
     """
     with gc_paused():

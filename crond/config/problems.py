@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
-    from crond.yamlsource import Mark, Path, Source
+    from crond.config.yamlsource import Mark, Path, Source
 
 
 @dataclass(frozen=True, order=True)
@@ -140,18 +140,18 @@ def is_secret(path: Path) -> bool:
 
 def _model_at(path: Path) -> type[BaseModel] | None:
     """Which model the mapping at `path` is validated against (for "did you mean")."""
-    from crond import config  # noqa: PLC0415  (config imports this module)
+    from crond.config import model  # noqa: PLC0415  (config imports this module)
 
     if path == ():
-        return config.Config
+        return model.Config
     if path == ("defaults",):
-        return config.JobFields
+        return model.JobFields
     if path == ("daemon",):
-        return config.Daemon
+        return model.Daemon
     if len(path) == 2 and path[0] == "jobs":
-        return config.Job
+        return model.Job
     if path[-1] == "retry":
-        return config.Retry
+        return model.Retry
     return None
 
 

@@ -1,0 +1,111 @@
+"""What a load hands the rest of crond: the validated file, and for each job its name,
+its settings and what is derived from them once (the parsed cron, the timing).
+
+These are plain frozen values built by `loader` around the pydantic models of `model`:
+nothing is set on a model after validation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from crond.config.durations import format_duration
+from crond.config.model import Config, Daemon, Job
+from crond.config.problems import Problem
+from crond.config.yamlsource import Mark
+from crond.when import timing
+from crond.when.cronexpr import CronExpr
+from crond.when.zones import get_zone
+
+
+@dataclass(frozen=True)
+class LoadedJob:
+    """One job: its name in the file and its settings (defaults merged in). Two loaded
+    jobs are equal when those are: what a reload compares."""
+
+    name: str
+    settings: Job
+    cron_expr: CronExpr | None = field(default=None, compare=False)  # `settings.cron`, parsed
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return get_zone(self.settings.timezone or "UTC")
+
+    @property
+    def reboot(self) -> bool:
+        """`cron: "@reboot"`: once per host boot, when the daemon starts."""
+        return self.cron_expr is not None and self.cron_expr.reboot
+
+    def make_timing(self) -> timing.Timing:
+        """The job's schedule as a Timing (when/timing.py), its jitter included."""
+        settings = self.settings
+        offset = timing.jitter_offset(self.name, settings.jitter)
+        if self.cron_expr is not None:
+            if self.cron_expr.reboot:
+                return timing.RebootTiming()
+            return timing.CronTiming(self.cron_expr, self.zone, offset)
+        assert settings.every is not None  # a job has cron or every (model.Job._shape)
+        return timing.IntervalTiming(settings.every, settings.anchor, offset)
+
+    @property
+    def schedule_text(self) -> str:
+        if self.reboot:
+            return "@reboot"
+        if self.settings.cron is not None:
+            return f"{self.settings.cron} ({self.settings.timezone or 'UTC'})"
+        assert self.settings.every is not None
+        return f"every {format_duration(self.settings.every)}"
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A whole schedules file, loaded: `config` as validated, its jobs by name (in file
+    order), and where each `cron` line stands (for validate's warnings)."""
+
+    path: str
+    config: Config
+    jobs: dict[str, LoadedJob]
+    cron_marks: dict[str, Mark] = field(default_factory=dict, compare=False)
+
+    @property
+    def daemon(self) -> Daemon:
+        return self.config.daemon
+
+
+def dst_warnings(loaded: LoadedConfig, now: datetime) -> list[Problem]:
+    """Fixed-time jobs whose wall time falls into a DST gap or repeat in the coming year."""
+    found = []
+    # Jobs that share an expression and a zone share their sentences: each pair is
+    # worked out once.
+    sentences: dict[tuple[CronExpr, ZoneInfo], list[str]] = {}
+    for name, job in loaded.jobs.items():
+        if job.cron_expr is None or not job.settings.enabled or job.reboot:
+            continue
+        key = (job.cron_expr, job.zone)
+        said = sentences.get(key)
+        if said is None:
+            said = sentences[key] = timing.dst_warnings(*key, now)
+        for sentence in said:
+            mark = loaded.cron_marks.get(name, Mark(0, 0))
+            found.append(Problem.at(loaded.path, mark, ("jobs", name, "cron"), sentence))
+    return found
+
+
+def reboot_warnings(loaded: LoadedConfig) -> list[Problem]:
+    """`@reboot` with `state_dir: none`: without a store, every daemon start is a boot."""
+    state_dir = loaded.daemon.state_dir
+    if state_dir is None or state_dir.strip().lower() != "none":
+        return []
+    return [
+        Problem.at(
+            loaded.path,
+            loaded.cron_marks.get(name, Mark(0, 0)),
+            ("jobs", name, "cron"),
+            "@reboot without a state store (daemon.state_dir: none) runs at every daemon "
+            "start, not once per boot",
+        )
+        for name, job in loaded.jobs.items()
+        if job.settings.enabled and job.reboot
+    ]

@@ -1,0 +1,300 @@
+"""The schedules file from bytes to a LoadedConfig: the one way in, for `validate`,
+`next`, `run` and every reload. It returns a LoadedConfig or raises one ConfigError
+that holds every located problem at once.
+
+The pipeline: read the file (`load_file`: as root, by the ownership rule, from one
+descriptor), parse the YAML with every place located (`yamlsource`), merge `defaults`
+into each job, validate with the models of `model`, and wrap each job with its name and
+parsed cron (`loaded`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from crond import ownership
+from crond.config import model, yamlsource
+from crond.config.loaded import LoadedConfig, LoadedJob
+from crond.config.model import JOB_NAME, Config, JobFields
+from crond.config.problems import (
+    ConfigError,
+    Problem,
+    capped,
+    is_secret,
+    problems_from_validation,
+)
+from crond.when.cronexpr import CronExpr
+from crond.when.zones import ZoneError, get_zone
+
+STDIN = Path("-")  # `crond validate -`: the file comes on standard input
+
+
+def load_file(path: Path, *, enforce: bool = True) -> tuple[LoadedConfig, str]:
+    """The file's LoadedConfig and the sha256 of the bytes validated. `enforce`: as root,
+    the ownership rule (for the commands that run jobs). `-`: standard input, named
+    <stdin> in messages. Raises ConfigError."""
+    name = "<stdin>" if path == STDIN else str(path)
+    try:
+        raw = _stdin() if path == STDIN else ownership.read_schedules_file(path, enforce=enforce)
+        text = raw.decode("utf-8")
+    except ownership.FileRefused as exc:
+        raise ConfigError([Problem(name, 0, 0, "", exc.message)]) from None
+    except UnicodeDecodeError as exc:
+        message = f"not UTF-8 text (byte {exc.start})"
+        raise ConfigError([Problem(name, 0, 0, "", message)]) from None
+    return loads(text, name), hashlib.sha256(raw).hexdigest()
+
+
+def _stdin() -> bytes:
+    raw = sys.stdin.buffer.read(ownership.MAX_BYTES + 1)
+    if len(raw) > ownership.MAX_BYTES:
+        size = ownership.MAX_BYTES // (1024 * 1024)
+        raise ownership.FileRefused(STDIN, f"too large (more than {size} MiB)")
+    return raw
+
+
+# Fields that only make sense for one kind of job are not merged from `defaults` into
+# the other kind, so `defaults: {interpreter: ...}` does not break every command job.
+_ONLY_FOR = {
+    "timezone": "cron",
+    "anchor": "every",
+    "args": "python",
+    "kwargs": "python",
+    "interpreter": "python",
+}
+
+
+def _merge_all(defaults: dict[str, Any], jobs: dict[Any, Any], zone: Any) -> dict[Any, Any]:
+    """Each job of `jobs` with `defaults` merged in (the job's own fields win; env
+    mappings are merged key by key; a cron job gets the file's zone unless it has one).
+    What depends on `defaults` alone is worked out once, not once per job."""
+    plain = _ONLY_FOR.keys().isdisjoint(defaults)  # the usual case: one C-level merge
+    default_env = defaults.get("env")
+    if not isinstance(default_env, dict):
+        default_env = None
+    merged_jobs = {}
+    for name, job in jobs.items():
+        if not isinstance(job, dict):
+            merged_jobs[name] = job  # let validation report the wrong type
+            continue
+        if plain:
+            merged = {**defaults, **job}
+        else:
+            merged = {}
+            for key, value in defaults.items():
+                needed = _ONLY_FOR.get(key)
+                if needed is None or needed in job:
+                    merged[key] = value
+            merged.update(job)
+        if default_env is not None:
+            env = job.get("env")
+            if isinstance(env, dict):
+                merged["env"] = {**default_env, **env}
+        if "cron" in job and "timezone" not in merged:
+            merged["timezone"] = zone
+        merged_jobs[name] = merged
+    return merged_jobs
+
+
+def loads(text: str, filename: str = "<string>") -> LoadedConfig:
+    """Parse and validate a schedules file's text; raise ConfigError with every problem."""
+    with gc_paused():
+        return _validated(yamlsource.parse(text), filename)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while building many objects that will live long (a
+    load; the daemon's scheduler entries for it).
+
+    A load allocates ~10 container objects per job and frees few: CPython's collector
+    would scan the growing heap again and again (a third of the load time of a
+    10,000-job file), and the data holds no cycles worth collecting early. Afterwards,
+    the survivors would still be scanned by the next young collection, then the next
+    middle one (~0.1 s): freeze+unfreeze puts every tracked object straight into the
+    oldest generation instead (a list splice, as documented), to wait there for the next
+    full collection. Skipped when someone froze objects on purpose: unfreeze would undo
+    that.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()
+
+
+def _validated(source: yamlsource.Source, filename: str) -> LoadedConfig:
+    """The Config of parsed `source`, or ConfigError with every problem, located."""
+    problems = [_source_problem(p, filename) for p in source.problems]
+    data = source.data
+    if not problems:
+        shape = _top_level_shape(data)
+        if shape:
+            raise ConfigError([Problem.at(filename, yamlsource.Mark(1, 1), (), shape)])
+    if not isinstance(data, dict):
+        raise ConfigError(capped(problems, filename))
+    data = dict(data)
+    jobs = data.get("jobs")
+    if isinstance(jobs, dict):
+        defaults = _good_defaults(data.get("defaults"))
+        too_big = _defaults_too_big(defaults, len(jobs), source, filename)
+        if too_big:
+            raise ConfigError(capped([*problems, too_big], filename))
+        data["jobs"] = _merge_all(defaults, jobs, _file_zone(data.get("timezone", "UTC")))
+    crons: dict[str, CronExpr] = {}
+    try:
+        config = Config.model_validate(data, context={model.CRONS: crons})
+    except ValidationError as exc:
+        problems += problems_from_validation(exc, source, filename, data)
+        config = None
+    problems += _check_names(data.get("jobs"), source, filename)
+    if problems or config is None:
+        raise ConfigError(capped(problems, filename))
+    return _loaded(config, source, filename, crons)
+
+
+def _source_problem(problem: yamlsource.SourceProblem, filename: str) -> Problem:
+    """A problem of the YAML itself; inside an `env`, without the value (a secret)."""
+    message = problem.message
+    if problem.without_value and is_secret(problem.path):
+        message = problem.without_value
+    return Problem.at(filename, problem.mark, problem.path, message)
+
+
+def _good_defaults(defaults: object) -> dict[str, Any]:
+    """The fields of `defaults` that are valid: a bad one is reported once, at
+    `defaults.FIELD`, and not merged into every job."""
+    if not isinstance(defaults, dict):
+        return {}
+    try:
+        JobFields.model_validate(defaults)
+    except ValidationError as exc:
+        bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+    else:
+        bad = set()
+    # `grace:` with no value sets no default (merged, it would fail in every job)
+    return {k: v for k, v in defaults.items() if k not in bad and v is not None}
+
+
+def _file_zone(zone: object) -> object:
+    """The file's zone for its cron jobs; "UTC" when it is not one (reported once, at
+    the top-level `timezone`)."""
+    if not isinstance(zone, str):
+        return "UTC"
+    try:
+        get_zone(zone)
+    except ZoneError:
+        return "UTC"
+    return zone
+
+
+# Every job gets the defaults' values and checks them as its own: a default of N values
+# (a list's items, a mapping's entries, each counted) in a file of J jobs is N x J values
+# to check. Past this many, the file is refused rather than read for minutes.
+MAX_DEFAULT_VALUES = 1_000_000
+
+
+def _defaults_too_big(
+    defaults: dict[str, Any], jobs: int, source: yamlsource.Source, filename: str
+) -> Problem | None:
+    if not defaults or not jobs:
+        return None
+    limit = MAX_DEFAULT_VALUES // jobs
+    sizes = {key: _size(value, limit) for key, value in defaults.items()}
+    total = sum(sizes.values())
+    if total <= limit:
+        return None
+    biggest = max(sizes, key=lambda key: sizes[key])
+    path = ("defaults", biggest)
+    return Problem.at(
+        filename,
+        source.locate(path, key=True),
+        path,
+        f"copied into each of the {jobs:,} jobs, the defaults come to more than "
+        f"{MAX_DEFAULT_VALUES:,} values to check (at most {limit:,} a job here); set this "
+        "field in the jobs that need it instead",
+    )
+
+
+def _size(value: object, limit: int) -> int:
+    """How many values `value` is (itself, and all inside it), counted to past `limit`."""
+    count, stack = 0, [value]
+    while stack and count <= limit:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+def _loaded(
+    config: Config, source: yamlsource.Source, filename: str, crons: dict[str, CronExpr]
+) -> LoadedConfig:
+    """Each job with its name and parsed `cron`, and the cron lines' places."""
+    # Only the cron lines' places outlive the load (for validate's DST warnings): the
+    # whole location map of a 10,000-job file is tens of MB the daemon does not need.
+    cron_marks: dict[str, yamlsource.Mark] = {}
+    jobs: dict[str, LoadedJob] = {}
+    for name, job in config.jobs.items():
+        expr = None
+        if job.cron is not None:
+            expr = crons.get(job.cron) or model.parse_cron(job.cron)
+            cron_marks[name] = source.locate(("jobs", name, "cron"))
+        jobs[name] = LoadedJob(name, job, expr)
+    _share_fields_sets(config)
+    return LoadedConfig(filename, config, jobs, cron_marks)
+
+
+def _share_fields_sets(config: Config) -> None:
+    """Pydantic keeps, per model instance, the set of fields the input gave (~0.7 kB a
+    job); a file's thousands of jobs give a handful of distinct sets, so they share them
+    (the models are frozen: nothing adds to a set; model_copy copies it first). For
+    10,000 jobs this is 7 MB of the daemon's idle RSS (bench/bench_idle.py, < 80 MB)."""
+    shared: dict[frozenset[str], set[str]] = {}
+    for job in config.jobs.values():
+        given = job.__pydantic_fields_set__
+        kept = shared.setdefault(frozenset(given), given)
+        object.__setattr__(job, "__pydantic_fields_set__", kept)
+
+
+def _top_level_shape(data: object) -> str | None:
+    if data is None:
+        return "the file is empty; it needs a `jobs:` mapping (see schedules.example.yaml)"
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
+        return f"the file is {kind}, not a mapping; it needs `jobs:` at the top level"
+    jobs = data.get("jobs")
+    if "jobs" not in data or jobs is None or jobs == {}:
+        return "no jobs: add a `jobs:` mapping with at least one job"
+    return None
+
+
+def _check_names(jobs: object, source: yamlsource.Source, filename: str) -> list[Problem]:
+    if not isinstance(jobs, dict):
+        return []
+    return [
+        Problem.at(
+            filename,
+            source.locate(("jobs", name), key=True),
+            ("jobs", name),
+            f'"{name}" is not a valid job name (letters, digits, "_", "." and "-", starting '
+            "with a letter or digit, at most 64 characters)",
+        )
+        for name in jobs
+        if not JOB_NAME.fullmatch(str(name))
+    ]

@@ -1,0 +1,326 @@
+"""The schedules file as frozen pydantic models: every field, its type, its default and
+its check. A job field is added here and in docs/configuration.md, and nowhere else.
+
+What a load derives from a job (its name, its parsed cron, its timing) is not kept in
+these models: see `loader.LoadedJob`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from datetime import timedelta
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from crond.config.durations import DurationError, parse_duration
+from crond.config.problems import kind_of, show
+from crond.when import cronexpr
+from crond.when.zones import ZoneError, get_zone
+
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+PYTHON_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_DURATION_SCHEMA = {
+    "anyOf": [
+        {"type": "integer", "minimum": 0, "description": "seconds"},
+        {"type": "string", "pattern": r"^\s*(\d+(ms|s|m|h|d))+\s*$|^\s*\d+\s*$"},
+    ]
+}
+
+
+# Files repeat the same few expressions and durations across thousands of jobs, and a
+# parse is pure: each distinct text is parsed once per process.
+parse_cron = functools.lru_cache(maxsize=8192)(cronexpr.parse_cron)
+# The validation context's key for the expressions parsed during one `loads` (text ->
+# CronExpr): the jobs get theirs from there, parsed once, however many distinct ones a
+# file has (past the cache's size, a second lookup per job would parse it again).
+CRONS = "crons"
+_parse_duration = functools.lru_cache(maxsize=8192)(parse_duration)
+
+
+def _duration(value: object) -> timedelta:
+    # What is not a short text or a whole number is refused here, in crond's words (a
+    # list or a long text would be echoed whole).
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or len(str(value)) > 100:
+        raise PydanticCustomError(
+            "crond",
+            f"{show(value)} is not a duration (use whole seconds or units like 90s, 5m, 1h30m)",
+        )
+    try:
+        return _parse_duration(value) if isinstance(value, str) else parse_duration(value)
+    except DurationError as exc:
+        raise PydanticCustomError("crond", str(exc)) from None
+
+
+# A bound is checked in the same call as the parse: one Python call per value instead of
+# two (with an after-validator), over the tens of thousands of durations of a big file.
+_ONE_SECOND = timedelta(seconds=1)
+
+
+def _interval(value: object) -> timedelta:
+    delta = _duration(value)
+    if delta < _ONE_SECOND:
+        raise PydanticCustomError("crond", "an interval must be at least 1s")
+    return delta
+
+
+def _grace(value: object) -> timedelta:
+    delta = _duration(value)
+    if delta < _ONE_SECOND:
+        raise PydanticCustomError(
+            "crond", "grace must be at least 1s (a start is always a little late)"
+        )
+    return delta
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration), WithJsonSchema(_DURATION_SCHEMA)]
+Interval = Annotated[timedelta, BeforeValidator(_interval), WithJsonSchema(_DURATION_SCHEMA)]
+Grace = Annotated[timedelta, BeforeValidator(_grace), WithJsonSchema(_DURATION_SCHEMA)]
+
+
+def _env_value(value: object) -> str:
+    # An env value may be a secret: a message names its kind, never the value (null,
+    # true and false say no more than their kind).
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    shown = kind_of(value)
+    if value is None or isinstance(value, bool):
+        raise PydanticCustomError(
+            "crond", f'{shown} is not a string; quote it ("{shown}") to pass it as text'
+        )
+    raise PydanticCustomError(
+        "crond",
+        f"{shown} is not a string (env values are text; numbers are turned into text); "
+        "the value is not shown, it may be a secret",
+    )
+
+
+EnvValue = Annotated[str, BeforeValidator(_env_value), WithJsonSchema({"type": "string"})]
+
+
+class Overlap(StrEnum):
+    SKIP = "skip"
+    ALLOW = "allow"
+    REPLACE = "replace"
+
+
+class Catchup(StrEnum):
+    NONE = "none"
+    LATEST = "latest"
+
+
+class Output(StrEnum):
+    LOG = "log"
+    INHERIT = "inherit"
+    DISCARD = "discard"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+
+class Retry(_Model):
+    """Up to `attempts` more attempts after a failure or timeout, with growing delays."""
+
+    attempts: int = Field(default=0, ge=0, le=100)
+    delay: Duration = timedelta(seconds=10)
+    backoff: float = Field(default=2.0, ge=1.0, le=100.0)
+    max_delay: Duration = timedelta(minutes=10)
+
+    def delay_before(self, attempt: int) -> timedelta:
+        """The wait before attempt number `attempt` (2, 3, ...)."""
+        seconds = self.delay.total_seconds() * self.backoff ** max(0, attempt - 2)
+        return min(timedelta(seconds=seconds), self.max_delay)
+
+
+def _check_zone(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            get_zone(value)
+        except ZoneError as exc:
+            raise PydanticCustomError("crond", str(exc)) from None
+    return value
+
+
+class JobFields(_Model):
+    """Every job field, all optional: the shape of `defaults`."""
+
+    description: str | None = None
+    cron: str | None = None
+    every: Interval | None = None
+    anchor: AwareDatetime | None = None
+    timezone: str | None = None
+    jitter: Duration | None = None
+    command: Annotated[str, Field(min_length=1)] | list[str] | None = None
+    python: str | None = None
+    args: list[JsonValue] | None = None
+    kwargs: dict[str, JsonValue] | None = None
+    interpreter: str | None = None
+    workdir: str | None = None
+    env: dict[str, EnvValue] | None = None
+    user: str | None = None
+    timeout: Duration | None = None
+    kill_after: Duration | None = None
+    overlap: Overlap | None = None
+    grace: Grace | None = None
+    retry: Retry | None = None
+    output: Output | None = None
+    enabled: bool | None = None
+    catchup: Catchup | None = None
+    catchup_window: Grace | None = None
+    history: Annotated[int, Field(ge=1, le=100_000)] | None = None
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None:
+            crons = info.context.get(CRONS) if info.context else None
+            if crons is None or value not in crons:
+                try:
+                    expr = parse_cron(value)
+                except cronexpr.CronError as exc:
+                    raise PydanticCustomError("crond", f'"{value}": {exc}') from None
+                if crons is not None:
+                    crons[value] = expr
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        return _check_zone(value)
+
+    @field_validator("python")
+    @classmethod
+    def _python_ref(cls, value: str | None) -> str | None:
+        if value is not None and not PYTHON_REF.fullmatch(value):
+            raise PydanticCustomError(
+                "crond",
+                f'"{value}" is not a python reference (write package.module:callable, '
+                'e.g. "myapp.tasks:cleanup")',
+            )
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _argv(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and not value:
+            raise PydanticCustomError("crond", "an empty list has no program to run")
+        return value
+
+
+class Job(JobFields):
+    """One job, with the file's defaults already merged in."""
+
+    timezone: str | None = None
+    jitter: Duration = timedelta(0)
+    env: dict[str, EnvValue] = Field(default_factory=dict)
+    kill_after: Duration = timedelta(seconds=10)
+    overlap: Overlap = Overlap.SKIP
+    grace: Grace = timedelta(minutes=5)
+    retry: Retry = Retry()
+    output: Output = Output.LOG
+    enabled: bool = True
+    catchup: Catchup = Catchup.NONE
+    catchup_window: Grace = timedelta(days=1)
+    history: Annotated[int, Field(ge=1, le=100_000)] = 100
+
+    @model_validator(mode="after")
+    def _shape(self) -> Self:
+        # Runs once per job: the usual job is checked with plain comparisons, and the
+        # helpers only run to say what is wrong.
+        if (self.cron is None) is (self.every is None):
+            _exactly_one(self, "cron", "every", "a schedule")
+        if (self.command is None) is (self.python is None):
+            _exactly_one(self, "command", "python", "something to run")
+        if self.every is not None and self.timezone is not None:
+            _field_error(
+                "timezone",
+                "an every job runs in absolute time; remove timezone "
+                "(or use cron for a local time of day)",
+            )
+        if self.anchor is not None and self.every is None:
+            _field_error("anchor", "anchor applies to every jobs only")
+        if self.python is None and not (
+            self.args is None and self.kwargs is None and self.interpreter is None
+        ):
+            for name in ("args", "kwargs", "interpreter"):
+                if getattr(self, name) is not None:
+                    _field_error(name, f"{name} applies to python jobs only")
+        return self
+
+
+def _exactly_one(job: Job, first: str, second: str, what: str) -> None:
+    has_first, has_second = getattr(job, first) is not None, getattr(job, second) is not None
+    if has_first and has_second:
+        _field_error(second, f"give either {first} or {second}, not both")
+    if not has_first and not has_second:
+        _field_error("", f"{what} is missing: give {first} or {second}")
+
+
+def _field_error(field: str, message: str) -> None:
+    raise PydanticCustomError("crond_field", message, {"field": field})
+
+
+class Daemon(_Model):
+    liveness_file: str | None = None
+    # Unset: the default place (state.default_dir); "none": no state store at all.
+    state_dir: Annotated[str, Field(min_length=1)] | None = None
+    heartbeat: Duration = timedelta(seconds=10)
+    shutdown_timeout: Duration = timedelta(seconds=30)
+
+    @field_validator("heartbeat")
+    @classmethod
+    def _heartbeat(cls, value: timedelta) -> timedelta:
+        if value < timedelta(milliseconds=100):
+            raise PydanticCustomError("crond", "heartbeat must be at least 100ms")
+        return value
+
+
+class Config(_Model):
+    """A whole schedules file."""
+
+    version: Literal[1] = 1
+    timezone: str = "UTC"
+    defaults: JobFields = JobFields()
+    daemon: Daemon = Daemon()
+    jobs: dict[str, Job]
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        _check_zone(value)
+        return value
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the schedules file, for editors (yaml-language-server)."""
+    schema = Config.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "crond schedules file"
+    jobs = schema["properties"]["jobs"]
+    jobs["propertyNames"] = {"pattern": f"^{JOB_NAME.pattern}$"}
+    jobs["minProperties"] = 1
+    job = schema["$defs"]["Job"]
+    # "Exactly one" is checked by crond; an editor only flags "both", since `defaults`
+    # may supply either half.
+    job["allOf"] = [
+        {"not": {"required": ["cron", "every"]}},
+        {"not": {"required": ["command", "python"]}},
+    ]
+    return schema
