@@ -247,7 +247,30 @@ BAD = [
     (
         "env_value_bool",
         "jobs:\n  a:\n    every: 1h\n    command: x\n    env: {DEBUG: yes}\n",
+        "s.yaml:5:18: jobs.a.env.DEBUG: yes (YAML reads it as true) is not a string; "
+        'quote it ("yes")',
+    ),
+    (
+        "env_value_true_as_written",
+        "jobs:\n  a:\n    every: 1h\n    command: x\n    env: {DEBUG: true}\n",
         's.yaml:5:18: jobs.a.env.DEBUG: true is not a string; quote it ("true")',
+    ),
+    (
+        "env_value_tilde",
+        "jobs:\n  a:\n    every: 1h\n    command: x\n    env: {DEBUG: ~}\n",
+        's.yaml:5:18: jobs.a.env.DEBUG: ~ (YAML reads it as null) is not a string; quote it ("~")',
+    ),
+    (
+        "env_value_empty",
+        "jobs:\n  a:\n    every: 1h\n    command: x\n    env: {DEBUG: }\n",
+        "s.yaml:5:18: jobs.a.env.DEBUG: an empty value (YAML reads it as null) is not a string; "
+        'write "" for empty text',
+    ),
+    (
+        "command_off",
+        "jobs:\n  a:\n    every: 1h\n    command: off\n",
+        "s.yaml:4:14: jobs.a.command: off (YAML reads it as false) is not a string (run "
+        "by /bin/sh -c) or a list of strings (run directly)",
     ),
     (
         "defaults_bad_duration",

@@ -101,9 +101,7 @@ def _env_value(value: object) -> str:
         return str(value)
     shown = kind_of(value)
     if value is None or isinstance(value, bool):
-        raise PydanticCustomError(
-            "crond", f'{shown} is not a string; quote it ("{shown}") to pass it as text'
-        )
+        raise PydanticCustomError("crond_unquoted", "not text")  # worded in problems.py
     raise PydanticCustomError(
         "crond",
         f"{shown} is not a string (env values are text; numbers are turned into text); "

@@ -205,12 +205,42 @@ def _close_matches(word: str, choices: list[str], *, cutoff: float) -> list[str]
     return difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
 
 
-def _message(err: ErrorDetails, path: Path) -> tuple[Path, str, bool]:  # noqa: PLR0911
+def _said(value: Any, written: str | None) -> str:
+    """A value YAML read as true, false or null, as written (`yes`, `~`, nothing), with
+    what YAML made of it when that differs."""
+    canonical = kind_of(value)
+    if written == "":
+        return f"an empty value (YAML reads it as {canonical})"
+    if written is None or written == canonical:
+        return canonical
+    return f"{written} (YAML reads it as {canonical})"
+
+
+def _unquoted(value: Any, written: str | None, hint: str | None) -> str:
+    """Where text was wanted: what was written, and how to keep it as text."""
+    said = _said(value, written)
+    if hint is not None:
+        return f"{said} is not {hint}"
+    if written == "":
+        return f'{said} is not a string; write "" for empty text'
+    text = written if written is not None else kind_of(value)
+    return f'{said} is not a string; quote it ("{text}") to pass it as text'
+
+
+def _message(  # noqa: PLR0911
+    err: ErrorDetails, path: Path, written: str | None = None
+) -> tuple[Path, str, bool]:
     # (one return per kind of pydantic error: a table would read no better)
-    """(path, message, points_at_key) for one pydantic error."""
+    """(path, message, points_at_key) for one pydantic error; `written`: the text of a
+    scalar YAML read as true, false or null."""
     kind, value, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     field = next((p for p in reversed(path) if isinstance(p, str)), "")
     shown = kind_of(value) if is_secret(path) else show(value)
+    if kind == "crond_unquoted" or (
+        kind == "string_type" and (value is None or isinstance(value, bool))
+    ):
+        hint = _FIELD_HINTS.get(field) if path and path[-1] == field else None
+        return path, _unquoted(value, written, hint), False
     if kind == "crond":
         return path, err["msg"], False
     if kind == "crond_field":
@@ -268,7 +298,7 @@ def problems_from_validation(
     seen: dict[Path, Problem] = {}
     for err in exc.errors(include_url=False):
         path = _real_path(err["loc"], data)
-        path, message, at_key = _message(err, path)
+        path, message, at_key = _message(err, path, source.written.get(path))
         if path in seen:
             continue  # a union reports one error per member; the first says enough
         seen[path] = Problem.at(filename, source.locate(path, key=at_key), path, message)

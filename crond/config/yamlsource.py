@@ -79,6 +79,9 @@ class Source:
     keys: dict[Path, Mark] = field(default_factory=dict)
     values: dict[Path, Mark] = field(default_factory=dict)
     problems: list[SourceProblem] = field(default_factory=list)
+    # The text of each plain scalar YAML 1.1 read as true, false or null (`yes`, `off`,
+    # `~`): a message about it says what was written, not what YAML made of it.
+    written: dict[Path, str] = field(default_factory=dict)
 
     def locate(self, path: Path, *, key: bool = False) -> Mark:
         """The position of `path`, or of its nearest ancestor that has one.
@@ -233,10 +236,13 @@ class _Builder:
         kind = type(event)
         if kind is yaml.ScalarEvent:
             try:
-                return self.scalar(event)
+                value = self.scalar(event)
             except BadScalarError as exc:
                 self.problem(_mark(event), path, *exc.args)
                 return event.value
+            if (value is None or value is True or value is False) and event.tag is None:
+                self.source.written[path] = event.value
+            return value
         if kind is yaml.SequenceStartEvent:
             tags, what = _SEQUENCE_TAGS, "a list"
         elif kind is yaml.MappingStartEvent:
