@@ -118,7 +118,10 @@ def _exit_with(path: Path, exc: problems.ConfigError, *, as_json: bool = False) 
         for problem in exc.problems:
             click.echo(str(problem), err=True)
         count, name = len(exc.problems), "<stdin>" if str(path) == "-" else path
-        click.echo(f"{name}: {count} error{'s' if count != 1 else ''}", err=True)
+        from crond.config.problems import MAX_PROBLEMS  # noqa: PLC0415  (see the imports above)
+
+        said = f"more than {MAX_PROBLEMS:,}" if count > MAX_PROBLEMS else str(count)
+        click.echo(f"{name}: {said} error{'s' if count != 1 else ''}", err=True)
     sys.exit(1)
 
 

@@ -254,3 +254,13 @@ def test_history_of_a_broken_file_still_shows_the_store(tmp_path: Path) -> None:
     code, _, err = invoke("history", str(f), "--state-dir", str(tmp_path / "none"))
     assert code == 1
     assert "jobs.a.comand: unknown field" in err
+
+
+def test_a_file_with_more_problems_than_shown_says_so(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("jobs:\n" + "".join(f"  j{i}: {{every: x, command: y}}\n" for i in range(1200)))
+    code, _, err = invoke("validate", str(f))
+    assert code == 1
+    lines = err.splitlines()
+    assert lines[-1] == f"{f}: more than 1,000 errors"
+    assert "more problems from here on, not shown" in lines[-2]

@@ -725,3 +725,27 @@ def test_a_hundred_thousand_bad_values_through_aliases_are_answered_at_once() ->
     assert time.perf_counter() - start < 1.0
     assert len(found) == 1001
     assert found[0].message == "2026-01-01 is not a JSON value"
+
+
+def test_top_level_x_keys_hold_anchors_and_are_ignored() -> None:
+    cfg = loader.loads(
+        "x-common: &common\n  every: 1m\n  timeout: 5m\n"
+        "x-env: {A: '1'}\n"
+        "jobs:\n  a:\n    <<: *common\n    command: x\n"
+    )
+    assert list(cfg.jobs) == ["a"]
+    assert cfg.jobs["a"].settings.timeout == timedelta(minutes=5)
+    assert "x-common" not in cfg.config.model_dump()
+    # Only at the top level, and only `x-`: elsewhere a typo is still caught.
+    assert one("xcommon: 1\njobs:\n  a: {every: 1m, command: x}\n").startswith(
+        "s.yaml:1:1: xcommon: unknown field"
+    )
+    assert "x-extra: unknown field" in one("jobs:\n  a: {every: 1m, command: x, x-extra: 1}\n")
+    assert model.json_schema()["patternProperties"] == {"^x-": {}}
+
+
+def test_the_empty_file_message_names_no_file_a_wheel_lacks() -> None:
+    message = one("")
+    assert "schedules.example.yaml" not in message
+    assert "`jobs: {hello: {every: 1m, command: echo hello}}`" in message
+    loader.loads("jobs: {hello: {every: 1m, command: echo hello}}\n")  # the example loads

@@ -146,7 +146,9 @@ def _validated(source: yamlsource.Source, filename: str) -> LoadedConfig:
             raise ConfigError([Problem.at(filename, yamlsource.Mark(1, 1), (), shape)])
     if not isinstance(data, dict):
         raise ConfigError(capped(problems, filename))
-    data = dict(data)
+    # Top-level `x-` keys are the file's own (as in Compose files): a place for anchors
+    # that jobs merge (`x-common: &common {...}`, then `<<: *common`). crond ignores them.
+    data = {key: value for key, value in data.items() if not str(key).startswith("x-")}
     jobs = data.get("jobs")
     if isinstance(jobs, dict):
         defaults = _good_defaults(data.get("defaults"))
@@ -274,7 +276,10 @@ def _share_fields_sets(config: Config) -> None:
 
 def _top_level_shape(data: object) -> str | None:
     if data is None:
-        return "the file is empty; it needs a `jobs:` mapping (see schedules.example.yaml)"
+        return (
+            "the file is empty; it needs a `jobs:` mapping, e.g. "
+            "`jobs: {hello: {every: 1m, command: echo hello}}`"
+        )
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else f"a {type(data).__name__}"
         return f"the file is {kind}, not a mapping; it needs `jobs:` at the top level"

@@ -311,6 +311,7 @@ def json_schema() -> dict[str, Any]:
     schema = Config.model_json_schema(mode="validation")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "crond schedules file"
+    schema["patternProperties"] = {"^x-": {}}  # the file's own keys, for anchors
     jobs = schema["properties"]["jobs"]
     jobs["propertyNames"] = {"pattern": f"^{JOB_NAME.pattern}$"}
     jobs["minProperties"] = 1
