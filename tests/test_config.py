@@ -749,3 +749,32 @@ def test_the_empty_file_message_names_no_file_a_wheel_lacks() -> None:
     assert "schedules.example.yaml" not in message
     assert "`jobs: {hello: {every: 1m, command: echo hello}}`" in message
     loader.loads("jobs: {hello: {every: 1m, command: echo hello}}\n")  # the example loads
+
+
+def test_a_duplicated_jobs_own_mistakes_are_reported_in_the_same_pass() -> None:
+    found = [
+        str(p)
+        for p in problems(
+            "defaults: {timeout: 1h}\n"
+            "jobs:\n"
+            "  a: {every: 1m, command: x}\n"
+            "  a:\n"
+            "    every: 15 mins\n"
+            "    comand: y\n"
+            "    env: {K: [secret]}\n"
+        )
+    ]
+    assert found == [
+        's.yaml:4:3: jobs.a: duplicate key "a" (first defined at line 3); YAML would '
+        "silently keep only the last one: remove or rename one",
+        's.yaml:5:12: jobs.a.every: "15 mins" is not a duration (try 15m)',
+        's.yaml:6:5: jobs.a.comand: unknown field (did you mean "command"?)',
+        "s.yaml:7:14: jobs.a.env.K: a list is not a string (env values are text; numbers "
+        "are turned into text); the value is not shown, it may be a secret",
+    ]
+
+
+def test_a_valid_duplicate_adds_only_the_duplicate_problem() -> None:
+    assert one("jobs:\n  a: {every: 1m, command: x}\n  a: {every: 2m, command: y}\n").endswith(
+        "remove or rename one"
+    )

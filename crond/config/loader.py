@@ -152,10 +152,13 @@ def _validated(source: yamlsource.Source, filename: str) -> LoadedConfig:
     jobs = data.get("jobs")
     if isinstance(jobs, dict):
         defaults = _good_defaults(data.get("defaults"))
-        too_big = _defaults_too_big(defaults, len(jobs), source, filename)
+        copies = len(jobs) + sum(1 for where, _ in source.duplicates if where[:1] == ("jobs",))
+        too_big = _defaults_too_big(defaults, copies, source, filename)
         if too_big:
             raise ConfigError(capped([*problems, too_big], filename))
-        data["jobs"] = _merge_all(defaults, jobs, _file_zone(data.get("timezone", "UTC")))
+        zone = _file_zone(data.get("timezone", "UTC"))
+        data["jobs"] = _merge_all(defaults, jobs, zone)
+        problems += _duplicate_problems(source, filename, defaults, zone)
     crons: dict[str, CronExpr] = {}
     try:
         config = Config.model_validate(data, context={model.CRONS: crons})
@@ -166,6 +169,24 @@ def _validated(source: yamlsource.Source, filename: str) -> LoadedConfig:
     if problems or config is None:
         raise ConfigError(capped(problems, filename))
     return _loaded(config, source, filename, crons)
+
+
+def _duplicate_problems(
+    source: yamlsource.Source, filename: str, defaults: dict[str, Any], zone: object
+) -> list[Problem]:
+    """The mistakes inside each duplicated job (besides the duplicate itself), located
+    in its own lines: fixing the name should not reveal a second round of errors."""
+    found: list[Problem] = []
+    for where, body in source.duplicates:
+        if len(where) != 2 or where[0] != "jobs" or not isinstance(body, dict):
+            continue
+        data = {"jobs": _merge_all(defaults, {where[1]: body}, zone)}
+        try:
+            Config.model_validate(data, context={model.CRONS: {}})
+        except ValidationError as exc:
+            view = source.duplicate_view(where)
+            found += problems_from_validation(exc, view, filename, data)
+    return found
 
 
 def _source_problem(problem: yamlsource.SourceProblem, filename: str) -> Problem:

@@ -33,6 +33,7 @@ Path = tuple[str | int, ...]
 MAX_DEPTH = 64  # lists and mappings inside each other; a schedules file needs about 5
 MAX_ALIAS_NODES = 100_000  # the nodes all aliases of a file stand for, together
 MAX_INT_TEXT = 1000  # characters of an integer (past this, building it costs too much)
+DUPLICATE = "(duplicate)"  # the last part of a path under which a duplicate's value stands
 
 _TAG = "tag:yaml.org,2002:"
 _STR, _INT = _TAG + "str", _TAG + "int"
@@ -82,6 +83,21 @@ class Source:
     # The text of each plain scalar YAML 1.1 read as true, false or null (`yes`, `off`,
     # `~`): a message about it says what was written, not what YAML made of it.
     written: dict[Path, str] = field(default_factory=dict)
+    # The values of duplicate keys (each also a problem), located under
+    # (*path, DUPLICATE): a duplicated job's own mistakes are reported in the same pass.
+    duplicates: list[tuple[Path, Any]] = field(default_factory=list)
+
+    def duplicate_view(self, path: Path) -> Source:
+        """The places of the duplicate at `path` as if it stood there alone."""
+        inner = (*path, DUPLICATE)
+        n = len(inner)
+
+        def moved(marks: dict[Path, Any]) -> dict[Path, Any]:
+            return {(*path, *p[n:]): m for p, m in marks.items() if p[:n] == inner}
+
+        view = Source(None, moved(self.keys), moved(self.values))
+        view.written = moved(self.written)
+        return view
 
     def locate(self, path: Path, *, key: bool = False) -> Mark:
         """The position of `path`, or of its nearest ancestor that has one.
@@ -324,7 +340,7 @@ class _Builder:
                 f"duplicate key {quote(key)} (first defined at line {first.line}); "
                 "YAML would silently keep only the last one: remove or rename one",
             )
-            self.node(self.get(), (*where, "(duplicate)"))
+            self.source.duplicates.append((where, self.node(self.get(), (*where, DUPLICATE))))
             return
         self.source.keys[where] = _mark(event)
         result[key] = self.node(self.get(), where)
