@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from crond.config.durations import DurationError, parse_duration
-from crond.config.problems import kind_of, show
+from crond.config.wording import kind_of, show
 from crond.when import cronexpr
 from crond.when.zones import ZoneError, get_zone
 

@@ -8,12 +8,12 @@ holds: control characters in its parts are shown escaped, and long values shorte
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
+
+from crond.config.wording import UNSAFE, escape, kind_of, show
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -36,7 +36,7 @@ class Problem:
         # print as a second problem.
         for name in ("file", "path", "message"):
             text = getattr(self, name)
-            if _UNSAFE.search(text):
+            if UNSAFE.search(text):
                 object.__setattr__(self, name, escape(text))
 
     @classmethod
@@ -67,67 +67,6 @@ class ConfigError(Exception):
 
 def dotted(path: Path) -> str:
     return ".".join(str(part) for part in path)
-
-
-# What must not reach a terminal or a log line as is: controls (line breaks among them:
-# everything str.splitlines splits on), lone surrogates, and the invisible characters
-# that reorder or hide text (bidi controls, BOM).
-_UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff"  # controls, line breaks, surrogates
-    "\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"  # bidi controls, BOM
-)
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def escape(text: str) -> str:
-    """`text` with every unsafe character (see _UNSAFE) written as a Python escape."""
-
-    def one(found: re.Match[str]) -> str:
-        char = found.group()
-        code = ord(char)
-        return _ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-
-    return _UNSAFE.sub(one, text)
-
-
-_SHOWN = 60  # characters of a text value shown in a message
-
-
-def quote(text: str) -> str:
-    """A text value as a message shows it: in double quotes, shortened when long."""
-    if len(text) <= _SHOWN:
-        return f'"{text}"'
-    return f'"{text[:_SHOWN]}..." ({len(text):,} characters)'
-
-
-def show(value: Any) -> str:
-    """A value as a message shows it: text quoted and shortened, containers by kind."""
-    if isinstance(value, str):
-        return quote(value)
-    if isinstance(value, (int, float, date)) and not isinstance(value, bool):
-        text = str(value)  # (a date as written: 2026-01-01)
-        return text if len(text) <= _SHOWN else f"a number of {len(text):,} digits"
-    return kind_of(value)
-
-
-_KINDS: tuple[tuple[type | tuple[type, ...], str], ...] = (
-    (str, "text"),
-    ((int, float), "a number"),
-    (datetime, "a timestamp"),  # before date: a datetime is a date
-    (date, "a date"),
-    (dict, "a mapping"),
-    (list, "a list"),
-)
-
-
-def kind_of(value: Any) -> str:
-    """What `value` is, without showing it (but for null and booleans, which say no more
-    than their kind): for values that must not be echoed."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return next((word for types, word in _KINDS if isinstance(value, types)), "a value")
 
 
 def is_secret(path: Path) -> bool:
@@ -332,10 +271,6 @@ __all__ = [
     "ValidationError",
     "capped",
     "dotted",
-    "escape",
     "is_secret",
-    "kind_of",
     "problems_from_validation",
-    "quote",
-    "show",
 ]

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from crond.config.problems import quote, show
+from crond.config.wording import quote, show
 
 Path = tuple[str | int, ...]
 
