@@ -329,3 +329,16 @@ def test_the_pure_python_parser_gives_the_same_answers(
     assert shape(pure.data) == shape(with_libyaml.data)
     assert pure.problems == with_libyaml.problems
     assert (pure.keys, pure.values) == (with_libyaml.keys, with_libyaml.values)
+
+
+def test_a_first_pass_locates_only_the_kept_keys_and_builds_the_same_data() -> None:
+    text = "jobs:\n  a:\n    cron: '0 1 * * *'\n    command: [x, y]\n  b: {every: 1m}\n"
+    full, quick = yamlsource.parse(text), yamlsource.parse(text, keep=frozenset({"cron"}))
+    assert quick.data == full.data
+    assert quick.keys == {}
+    assert quick.values == {("jobs", "a", "cron"): full.values[("jobs", "a", "cron")]}
+    # A mistake is still found without the places (the loader then reads it again).
+    dup = "jobs:\n  a: {every: 1m}\n  a: {every: 2m}\n"
+    assert [p.message[:19] for p in yamlsource.parse(dup, keep=frozenset()).problems] == [
+        'duplicate key "a" ('
+    ]

@@ -104,10 +104,19 @@ def _merge_all(defaults: dict[str, Any], jobs: dict[Any, Any], zone: Any) -> dic
     return merged_jobs
 
 
+# The only places a valid file needs after its load: its `cron` lines (validate's DST
+# warnings). A file with a mistake is read again, every node located (`_validated`).
+_KEPT_PLACES = frozenset({"cron"})
+
+
 def loads(text: str, filename: str = "<string>") -> LoadedConfig:
     """Parse and validate a schedules file's text; raise ConfigError with every problem."""
     with gc_paused():
-        return _validated(yamlsource.parse(text), filename)
+        try:
+            return _validated(yamlsource.parse(text, keep=_KEPT_PLACES), filename)
+        except ConfigError:
+            pass
+        return _validated(yamlsource.parse(text), filename)  # raises, located
 
 
 @contextlib.contextmanager

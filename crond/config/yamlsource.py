@@ -193,9 +193,12 @@ class _Anchor(NamedTuple):
 class _Builder:
     """The data of one YAML document, from PyYAML's events (see the module docstring)."""
 
-    def __init__(self, loader: yaml.SafeLoader, source: Source) -> None:
+    def __init__(
+        self, loader: yaml.SafeLoader, source: Source, keep: frozenset[str] | None
+    ) -> None:
         self.get: Callable[[], Any] = loader.get_event
         self.source = source
+        self.keep = keep  # see `parse`
         self.scalar = _Scalars().value
         self.anchors: dict[str, _Anchor] = {}
         self.building: set[str] = set()  # anchors whose node is not complete yet
@@ -220,7 +223,9 @@ class _Builder:
         return data
 
     def node(self, event: Any, path: Path) -> Any:
-        self.source.values[path] = _mark(event)
+        keep = self.keep
+        if keep is None or (path and path[-1] in keep):
+            self.source.values[path] = _mark(event)
         if type(event) is yaml.AliasEvent:
             return self.alias(event, path)
         anchor: str | None = event.anchor
@@ -332,8 +337,8 @@ class _Builder:
         """One `key: value` of a mapping, into `result`."""
         key = self.key(event, path)
         where = (*path, key)
-        first = self.source.keys.get(where) if key in result else None
-        if first is not None:
+        if key in result:
+            first = self.source.keys.get(where, Mark(0, 0))
             self.problem(
                 _mark(event),
                 where,
@@ -342,7 +347,8 @@ class _Builder:
             )
             self.source.duplicates.append((where, self.node(self.get(), (*where, DUPLICATE))))
             return
-        self.source.keys[where] = _mark(event)
+        if self.keep is None:
+            self.source.keys[where] = _mark(event)
         result[key] = self.node(self.get(), where)
 
     def key(self, event: Any, path: Path) -> str:
@@ -428,9 +434,14 @@ def _loader(text: str) -> yaml.SafeLoader:
     return loader(text)
 
 
-def parse(text: str) -> Source:
+def parse(text: str, keep: frozenset[str] | None = None) -> Source:
     """Parse YAML text (its first document), locating every node. Never raises: syntax
-    errors and unsafe input become problems with their line and column."""
+    errors and unsafe input become problems with their line and column.
+
+    `keep`: locate only the values of these keys (and no key). The places of every node
+    of a 10,000-job file come to about 10 MB of the daemon's idle RSS (bench_idle.py,
+    target < 80 MB), and only a file with a mistake needs them: `loader.loads` reads a
+    file this way first, and again, locating everything, when it has a problem."""
     source = Source(data=None)
     try:
         loader = _loader(text)
@@ -438,7 +449,7 @@ def parse(text: str) -> Source:
     except (yaml.reader.ReaderError, UnicodeEncodeError):
         return _unreadable(text)
     try:
-        source.data = _Builder(loader, source).document()
+        source.data = _Builder(loader, source, keep).document()
     except yaml.reader.ReaderError:
         return _unreadable(text)
     except yaml.MarkedYAMLError as exc:
