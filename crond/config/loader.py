@@ -125,8 +125,9 @@ def gc_paused() -> Iterator[None]:
     load; the daemon's scheduler entries for it).
 
     A load allocates ~10 container objects per job and frees few: CPython's collector
-    would scan the growing heap again and again (a third of the load time of a
-    10,000-job file), and the data holds no cycles worth collecting early. Afterwards,
+    would scan the growing heap again and again, and the data holds no cycles worth
+    collecting early (10,000 jobs, fresh processes, medians of 6: `loads` 0.155 s with
+    this, 0.176 s without; measured again when the loader became one YAML reader). Afterwards,
     the survivors would still be scanned by the next young collection, then the next
     middle one (~0.1 s): freeze+unfreeze puts every tracked object straight into the
     oldest generation instead (a list splice, as documented), to wait there for the next
