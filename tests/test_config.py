@@ -778,3 +778,22 @@ def test_a_valid_duplicate_adds_only_the_duplicate_problem() -> None:
     assert one("jobs:\n  a: {every: 1m, command: x}\n  a: {every: 2m, command: y}\n").endswith(
         "remove or rename one"
     )
+
+
+def test_a_loaded_job_keeps_its_name_through_copies_and_pickles() -> None:
+    """The name used to be set on the pydantic model after validation, and a
+    model_copy(), deepcopy or pickle lost it (the copy's jitter offset changed, yet it
+    compared equal). A loaded job holds it as a plain field."""
+    import copy  # noqa: PLC0415
+    import pickle  # noqa: PLC0415
+
+    job = loader.loads("jobs:\n  backup: {every: 1h, jitter: 10m, command: x}\n").jobs["backup"]
+    for other in (copy.copy(job), copy.deepcopy(job), pickle.loads(pickle.dumps(job))):  # noqa: S301
+        assert other == job
+        assert other.name == "backup"
+        assert other.make_timing().next_after(datetime(2026, 1, 1, tzinfo=UTC)) == (
+            job.make_timing().next_after(datetime(2026, 1, 1, tzinfo=UTC))
+        )
+    renamed = loaded.LoadedJob("other", job.settings, job.cron_expr)
+    assert renamed != job  # same settings, another name: another job
+    assert "name" not in model.Job.model_fields
