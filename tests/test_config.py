@@ -788,7 +788,7 @@ def test_a_loaded_job_keeps_its_name_through_copies_and_pickles() -> None:
     import pickle  # noqa: PLC0415
 
     job = loader.loads("jobs:\n  backup: {every: 1h, jitter: 10m, command: x}\n").jobs["backup"]
-    for other in (copy.copy(job), copy.deepcopy(job), pickle.loads(pickle.dumps(job))):  # noqa: S301
+    for other in (copy.copy(job), copy.deepcopy(job), pickle.loads(pickle.dumps(job))):
         assert other == job
         assert other.name == "backup"
         assert other.make_timing().next_after(datetime(2026, 1, 1, tzinfo=UTC)) == (
