@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from crond.when import timing
+from crond.when import timeline
 from crond.when.preview import format_table, next_fires
 from crond.when.timing import CronTiming, IntervalTiming, Timing, jitter_offset, parse_cron
 
@@ -100,7 +100,7 @@ def _line(label: str, times: list[float], target: float | None = None) -> bool:
 
 def main() -> int:
     print(f"{RUNS} runs each; {FIRES:,} fires over {len(MIX)} expressions in DST zones")
-    timing._chunks.clear()
+    timeline._chunks.clear()
     began = time.perf_counter()
     _crond_fires()  # the first run also probes the zones' offsets, cached from then on
     cold = time.perf_counter() - began

@@ -14,14 +14,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from crond.when import timing
+from crond.when import timeline, timing
+from crond.when.timeline import EPOCH
 from crond.when.timing import (
     CronError,
     CronTiming,
     Fire,
     IntervalTiming,
     dst_warnings,
-    is_wildcard,
     jitter_offset,
     parse_cron,
 )
@@ -490,7 +490,7 @@ def test_parse(
         months,
         weekdays,
     )
-    assert (expr.day_and, is_wildcard(expr)) == (day_and, wildcard)
+    assert (expr.day_and, expr.wildcard) == (day_and, wildcard)
 
 
 def test_expression_derived_fields_and_value_semantics() -> None:
@@ -629,7 +629,7 @@ def test_interval_ignores_dst_every_24h_drifts_in_local_time() -> None:
 def test_interval_has_no_float_drift() -> None:
     every = IntervalTiming(timedelta(milliseconds=7))
     fire = every.next_after(utc("2026-05-17T13:45:12.345678Z"))
-    micros = (fire.at - timing.EPOCH) // timedelta(microseconds=1)
+    micros = (fire.at - EPOCH) // timedelta(microseconds=1)
     assert micros % 7000 == 0
     assert timedelta(0) < fire.at - utc("2026-05-17T13:45:12.345678Z") <= timedelta(milliseconds=7)
 
@@ -760,11 +760,11 @@ def test_dst_warnings_calendar_change() -> None:
     ]
 
 
-# --- the zone data timing.py probes -----------------------------------------------------
+# --- the zone data timeline.py probes ---------------------------------------------------
 
 
 def test_tzdata_transitions_are_far_enough_apart_for_the_probe() -> None:
-    """timing.py finds offset changes by probing every 12 h: two changes of one zone must be
+    """timeline.py finds offset changes by probing every 12 h: two changes of one zone must be
     further apart than that. True of tzdata today (>= 95 h); checked for the installed data."""
     pure: Any = importlib.import_module("zoneinfo._zoneinfo")  # its loader exposes transitions
     closest = None
@@ -775,21 +775,21 @@ def test_tzdata_transitions_are_far_enough_apart_for_the_probe() -> None:
         for a, b in itertools.pairwise(changes):
             closest = b - a if closest is None else min(closest, b - a)
     assert closest is not None
-    assert closest > timing._PROBE
+    assert closest > timeline.PROBE
 
 
 def test_only_zones_with_a_single_offset_are_steady() -> None:
     """CronTiming skips the DST rules in a zone whose utcoffset(None) is an offset (see
     _steady_offset). zoneinfo gives one only for a zone of one offset and no DST rule:
     checked for the installed data, with zones that once had transitions among them."""
-    assert timing._steady_offset(timezone(timedelta(hours=-3, minutes=-30))) == -12600
-    assert timing._steady_offset(ZoneInfo("Etc/GMT+5")) == -18000
+    assert timeline.steady_offset(timezone(timedelta(hours=-3, minutes=-30))) == -12600
+    assert timeline.steady_offset(ZoneInfo("Etc/GMT+5")) == -18000
     for key in ("Europe/Berlin", "Asia/Kolkata", "America/Phoenix", "Asia/Tokyo"):
-        assert timing._steady_offset(ZoneInfo(key)) is None, key
+        assert timeline.steady_offset(ZoneInfo(key)) is None, key
     pure: Any = importlib.import_module("zoneinfo._zoneinfo")  # its loader exposes transitions
     steady = []
     for key in sorted(zoneinfo.available_timezones()):
-        offset = timing._steady_offset(ZoneInfo(key))
+        offset = timeline.steady_offset(ZoneInfo(key))
         if offset is not None:
             zone = pure.ZoneInfo.no_cache(key)
             offsets = {t.utcoff for t in zone._ttinfos} | {zone._tz_after.utcoff}

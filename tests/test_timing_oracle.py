@@ -1,6 +1,6 @@
 """crond.when.timing against a brute-force oracle, and against croniter.
 
-The oracle comparison is the gate for any change of timing.py or of croniter: zero
+The oracle comparison is the gate for any change of timing.py, timeline.py or croniter: zero
 differences over real transitions of many zones, with restarts every 10 minutes.
 
 The oracle (first section) walks every UTC minute and applies R1-R7 of docs/schedules.md as written.
@@ -33,17 +33,9 @@ from croniter import croniter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crond.when.timing import (
-    _CHUNK,  # the span of zone data timing.py probes at once
-    EPOCH,
-    CronExpr,
-    CronTiming,
-    describe_walls,
-    note_made_up,
-    note_not_made_up,
-    note_pass,
-    parse_cron,
-)
+from crond.when.notes import describe_walls, note_made_up, note_not_made_up, note_pass
+from crond.when.timeline import CHUNK, EPOCH  # CHUNK: the span of zone data probed at once
+from crond.when.timing import CronExpr, CronTiming, parse_cron
 
 # --- the oracle ----------------------------------------------------------------------
 
@@ -302,7 +294,7 @@ def test_named_expressions_match_oracle(zone: str, jump: str) -> None:
     assert problems == {}
 
 
-# --- synthetic zones: transitions at the edges of the zone data timing.py probes ---
+# --- synthetic zones: transitions at the edges of the zone data timeline.py probes ---
 
 
 def _tzif(initial: int, changes: list[tuple[int, int]]) -> ZoneInfo:
@@ -317,7 +309,7 @@ def _tzif(initial: int, changes: list[tuple[int, int]]) -> ZoneInfo:
     return ZoneInfo.from_file(io.BytesIO(data + names), key="Test/Zone")
 
 
-EDGE = 50 * _CHUNK  # 2022-07-27T00:00Z: an edge of the probed zone data
+EDGE = 50 * CHUNK  # 2022-07-27T00:00Z: an edge of the probed zone data
 SYNTHETIC = [
     ("forward_just_after_edge", 0, [(EDGE + 600, 3600), (EDGE + 5 * 86400, 0)]),
     ("forward_at_edge", 0, [(EDGE, 3600), (EDGE + 5 * 86400 - 60, 0)]),
