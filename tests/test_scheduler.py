@@ -9,7 +9,7 @@ import pytest
 
 from crond.config import loader
 from crond.config.loaded import LoadedJob
-from crond.when.plan import Entry, Schedule, make_entry, plan, plan_entry
+from crond.when.plan import Entry, Schedule, make_entry, plan_entry
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -157,7 +157,8 @@ def test_cursor_never_decreases_through_schedule() -> None:
 
 def test_plan_many_entries() -> None:
     entries: list[Entry] = [make_entry(job("every: 1m, command: x", f"j{i}"), T0) for i in range(3)]
-    decisions = plan(entries, at(60), {"j1": 1})
+    running = {"j1": 1}
+    decisions = [plan_entry(e, at(60), running.get(e.name, 0)) for e in entries]
     assert [d.start for d in decisions] == [at(60), None, at(60)]
     assert decisions[1].skip == at(60)
 

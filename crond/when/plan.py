@@ -1,43 +1,41 @@
-"""When jobs run: the pure `plan` (R9 grace, coalescing, overlap) and the loop around it.
+"""What to do at a wake: the pure planner (R9 grace, missed slots, overlap, catch-up) and
+the heap of every job's next fire.
 
-`plan` is arithmetic over instants: given an entry's cursor and timing, `now` and how
+`plan_entry` is arithmetic over instants: given an entry's cursor and timing, `now` and how
 many runs of the job are going, it says which slot starts, which is skipped for overlap
-and which were missed. `Scheduler` keeps one entry per job on a heap ordered by the next
-fire, sleeps until the earliest one (never longer than one heartbeat), re-reads the
-clock after each wake, and hands due slots to the runner.
+and which were missed. `Schedule` keeps one entry per job and a heap ordered by their
+next fires; daemon/loop.py sleeps until the earliest, re-reads the clock, plans the due
+entries and hands the slots to the runner.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
+from typing import NamedTuple
 
 from crond.config.loaded import LoadedJob
 from crond.config.model import Catchup, Overlap
 from crond.when.timing import Fire, Timing
 
-# Counting missed slots one by one would take seconds after a month's suspend of an
-# every-second job; past this many, intervals are counted by arithmetic.
-_SCAN_LIMIT = 10_000
-
 
 @dataclass
 class Entry:
-    """A job as the scheduler sees it: its schedule and where it has got to."""
+    """A job as the planner sees it: its schedule and where it has got to."""
 
     job: LoadedJob
     timing: Timing
     cursor: datetime  # R9: UTC, never decreasing; slots at or before it are handled
-    next_fire: Fire | None = None  # the first fire after the cursor (cached)
+    next_fire: Fire | None = None  # the first fire after the cursor (cached); None: never
     name: str = field(init=False)  # the job's, kept here: the hot path reads it often
 
     def __post_init__(self) -> None:
         self.name = self.job.name
         if self.next_fire is None:
-            self.next_fire = _first_after(self.timing, self.cursor)
+            self.next_fire = self.timing.next_after(self.cursor)
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,7 @@ class Decision:
 
     job: str
     cursor: datetime
-    next_fire: Fire | None
+    next_fire: Fire | None  # None: the job never fires again
     start: datetime | None = None  # the slot to run now
     skip: datetime | None = None  # the slot not run because a run is still going
     replace: bool = False  # stop the running runs first (overlap: replace)
@@ -61,26 +59,28 @@ class Decision:
     caught_up: int | None = None  # `start` is a catch-up run; this many older slots skipped
 
 
-def _first_after(timing: Timing, instant: datetime) -> Fire | None:
-    try:
-        return timing.next_after(instant)
-    except StopIteration:  # a schedule that never fires again (a cron date that never comes)
-        return None
+class _Due(NamedTuple):
+    slots: int  # how many in [first, now]
+    first: datetime
+    latest: datetime
+    before: datetime | None  # the slot before `latest`; None when it is the only one
 
 
-def _due(timing: Timing, first: Fire, now: datetime) -> tuple[int, datetime, datetime]:
-    """Count the slots in [first, now]: (count, first slot, last slot)."""
-    count, last = 0, first.at
-    fires: Iterator[Fire] = itertools.chain([first], timing.fires(first.at))
-    for fire in fires:
+def _due(timing: Timing, first: Fire, now: datetime) -> _Due:
+    """The slots in [first, now], `first` being due."""
+    period = timing.period
+    if period is not None:
+        # Intervals by arithmetic: a month's suspend of an every-second job is 2.6 million
+        # slots, seconds to walk.
+        count = (now - first.at) // period + 1
+        latest = first.at + (count - 1) * period
+        return _Due(count, first.at, latest, latest - period if count > 1 else None)
+    count, latest, before = 1, first.at, None
+    for fire in timing.fires(first.at):
         if fire.at > now:
             break
-        count, last = count + 1, fire.at
-        if count >= _SCAN_LIMIT and hasattr(timing, "every"):
-            every: timedelta = timing.every
-            extra = (now - last) // every
-            return count + extra, first.at, last + extra * every
-    return count, first.at, last
+        count, latest, before = count + 1, fire.at, latest
+    return _Due(count, first.at, latest, before)
 
 
 def plan_entry(entry: Entry, now: datetime, running: int) -> Decision:
@@ -91,51 +91,32 @@ def plan_entry(entry: Entry, now: datetime, running: int) -> Decision:
     if now <= entry.cursor:  # the clock stepped back: nothing is due, the cursor stays
         return Decision(entry.name, entry.cursor, fire)
     if fire is None or fire.at > now or not entry.job.settings.enabled:
-        nxt = fire if fire is None or fire.at > now else _first_after(entry.timing, now)
+        nxt = fire if fire is None or fire.at > now else entry.timing.next_after(now)
         return Decision(entry.name, now, nxt)
-    count, first, latest = _due(entry.timing, fire, now)
-    next_fire = _first_after(entry.timing, now)
-    job = entry.job
+    due = _due(entry.timing, fire, now)
+    next_fire = entry.timing.next_after(now)
+    settings = entry.job.settings
+    late = now - due.latest
     caught_up = None
-    if now - latest > job.settings.grace:
-        if job.settings.catchup is Catchup.NONE or now - latest > job.settings.catchup_window:
-            return Decision(entry.name, now, next_fire, missed=Missed(count, first, latest))
-        caught_up = count - 1
-    missed = None
-    if count > 1 and caught_up is None:
-        missed = Missed(count - 1, first, _previous(entry.timing, first, latest))
-    if running and job.settings.overlap is Overlap.SKIP:
-        if caught_up:  # the catch-up slot is skipped: every slot of the stretch was missed
-            missed = Missed(count - 1, first, _previous(entry.timing, first, latest))
-        return Decision(entry.name, now, next_fire, skip=latest, missed=missed)
-    replace = bool(running) and job.settings.overlap is Overlap.REPLACE
+    if late > settings.grace:
+        if settings.catchup is Catchup.NONE or late > settings.catchup_window:
+            every_slot = Missed(due.slots, due.first, due.latest)
+            return Decision(entry.name, now, next_fire, missed=every_slot)
+        caught_up = due.slots - 1
+    # The slots before the latest: missed, unless the latest is a catch-up run (then they
+    # are counted in `caught_up`) that is itself not skipped for overlap.
+    missed = None if due.before is None else Missed(due.slots - 1, due.first, due.before)
+    if running and settings.overlap is Overlap.SKIP:
+        return Decision(entry.name, now, next_fire, skip=due.latest, missed=missed)
     return Decision(
         entry.name,
         now,
         next_fire,
-        start=latest,
-        replace=replace,
-        missed=missed,
+        start=due.latest,
+        replace=bool(running) and settings.overlap is Overlap.REPLACE,
+        missed=None if caught_up is not None else missed,
         caught_up=caught_up,
     )
-
-
-def _previous(timing: Timing, first: datetime, latest: datetime) -> datetime:
-    """The last slot before `latest` (the last one missed when `latest` runs)."""
-    if hasattr(timing, "every"):
-        every: timedelta = timing.every
-        return latest - every
-    prev = first
-    for fire in timing.fires(first):
-        if fire.at >= latest:
-            break
-        prev = fire.at
-    return prev
-
-
-def plan(entries: Iterable[Entry], now: datetime, running: Mapping[str, int]) -> list[Decision]:
-    """Decisions for every entry at `now`, given how many runs each job has going."""
-    return [plan_entry(entry, now, running.get(entry.name, 0)) for entry in entries]
 
 
 @dataclass
@@ -177,20 +158,11 @@ class Schedule:
         return list(due.values())
 
     def apply(self, entry: Entry, decision: Decision) -> None:
+        """Move the entry on as decided: its cursor (never back) and its next fire."""
         entry.cursor = max(entry.cursor, decision.cursor)
         entry.next_fire = decision.next_fire
         self.put(entry)
 
-    def advance_all(self, now: datetime) -> None:
-        """Move every cursor to `now` (after a reload, say). Cheap: no fire is recomputed
-        unless a slot is due, and due ones are planned by the loop's next wake."""
-        for entry in self.entries.values():
-            if entry.next_fire is None or entry.next_fire.at > now:
-                entry.cursor = max(entry.cursor, now)
 
-
-def make_entry(
-    job: LoadedJob, cursor: datetime, timing_of: Callable[[LoadedJob], Timing] | None = None
-) -> Entry:
-    timing = timing_of(job) if timing_of else job.make_timing()
-    return Entry(job, timing, cursor)  # (positional: a start makes one per job)
+def make_entry(job: LoadedJob, cursor: datetime) -> Entry:
+    return Entry(job, job.make_timing(), cursor)  # (positional: a start makes one per job)
