@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import date
 
-__all__ = ["CronError", "CronExpr", "is_wildcard", "parse_cron"]
+__all__ = ["CronError", "CronExpr", "parse_cron"]
 
 FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
@@ -109,14 +109,6 @@ class CronExpr:
     def __str__(self) -> str:
         return self.source
 
-    def matches_day(self, month: int, day: int, weekday: int) -> bool:
-        """R2 for one date; weekday is 0 = Sunday."""
-        if month not in self.months:
-            return False
-        if self.day_and:
-            return day in self.days and weekday in self.weekdays
-        return day in self.days or weekday in self.weekdays
-
     def next_wall(self, lo: int, hi: int) -> int | None:
         """The first matching wall time in [lo, hi), or None. Wall times are seconds since
         1970-01-01 00:00 read as a naive local time; matches are whole minutes (R1)."""
@@ -183,18 +175,39 @@ class CronExpr:
         return found
 
 
-@functools.lru_cache(maxsize=64)
-def _civil(day: int) -> tuple[int, int, int]:
+# The caches below are applied by assignment rather than with `@`: mutmut, which
+# `make mutate` runs, leaves decorated functions alone, and these hold rules (R2 is one).
+
+
+def _civil_date(day: int) -> tuple[int, int, int]:
     """(year, month, day of month) of a day number (days since 1970-01-01)."""
     d = date.fromordinal(day + _ORDINAL_1970)
     return d.year, d.month, d.day
 
 
-@functools.lru_cache(maxsize=1024)
-def _month(year: int, month: int) -> tuple[int, int, int]:
+_civil = functools.lru_cache(maxsize=64)(_civil_date)
+
+
+def _month_facts(year: int, month: int) -> tuple[int, int, int]:
     """(day number of the 1st, number of days, weekday of the 1st with 0 = Sunday)."""
     monday_based, length = calendar.monthrange(year, month)
     return date(year, month, 1).toordinal() - _ORDINAL_1970, length, (monday_based + 1) % 7
+
+
+_month = functools.lru_cache(maxsize=1024)(_month_facts)
+
+
+def _times_of_day(hours: frozenset[int], minutes: frozenset[int]) -> tuple[int, ...]:
+    # Hours apart by more than any minute: hour by hour, minute by minute is in order.
+    return tuple([h * 3600 + m for h in _sorted(hours) for m in _minute_seconds(minutes)])
+
+
+def _in_seconds(minutes: frozenset[int]) -> tuple[int, ...]:
+    return tuple([m * 60 for m in sorted(minutes)])
+
+
+def _ascending(values: frozenset[int]) -> tuple[int, ...]:
+    return tuple(sorted(values))
 
 
 # Field sets come from `_field`'s cache, so expressions share them, and what is derived
@@ -202,29 +215,15 @@ def _month(year: int, month: int) -> tuple[int, int, int]:
 # few dozen hour and minute sets (and "* * * * *" has 1,440 times). Room for 2,048 pairs:
 # a file of single times ("17 5 ...") can name all 1,440 minutes of the day, and a
 # smaller cache, met in file order, would lose each pair before it came round again.
-@functools.lru_cache(maxsize=2048)
-def _times(hours: frozenset[int], minutes: frozenset[int]) -> tuple[int, ...]:
-    # Hours apart by more than any minute: hour by hour, minute by minute is in order.
-    return tuple([h * 3600 + m for h in _sorted(hours) for m in _minute_seconds(minutes)])
+_times = functools.lru_cache(maxsize=2048)(_times_of_day)
+_minute_seconds = functools.lru_cache(maxsize=1024)(_in_seconds)
+_sorted = functools.lru_cache(maxsize=1024)(_ascending)
 
 
-@functools.lru_cache(maxsize=1024)
-def _minute_seconds(minutes: frozenset[int]) -> tuple[int, ...]:
-    return tuple([m * 60 for m in sorted(minutes)])
-
-
-@functools.lru_cache(maxsize=1024)
-def _sorted(values: frozenset[int]) -> tuple[int, ...]:
-    return tuple(sorted(values))
-
-
-@functools.lru_cache(maxsize=4096)
-def _days_of_month(
+def _matching_days(
     days: frozenset[int], weekdays: frozenset[int], day_and: bool, length: int, first: int
 ) -> tuple[int, ...]:
-    """R2 over a month of `length` days whose 1st is weekday `first`. A month is only
-    these two numbers to R2, and expressions share their day fields: thousands of
-    expressions need a few dozen of these."""
+    """R2 over a month of `length` days whose 1st is weekday `first`."""
     return tuple(
         d
         for d in range(1, length + 1)
@@ -236,9 +235,9 @@ def _days_of_month(
     )
 
 
-def is_wildcard(expr: CronExpr) -> bool:
-    """R3: a job whose minute or hour field starts with "*" is a wildcard job."""
-    return expr.wildcard
+# A month is only two numbers to R2, and expressions share their day fields: thousands of
+# expressions need a few dozen of these.
+_days_of_month = functools.lru_cache(maxsize=4096)(_matching_days)
 
 
 def parse_cron(expr: str) -> CronExpr:
@@ -288,12 +287,15 @@ def _count_message(count: int) -> str:
     return head
 
 
-@functools.lru_cache(maxsize=1024)
-def _field(index: int, text: str) -> frozenset[int]:
-    """A field's values (Sunday as 0), cached: files repeat `*`, `mon-fri`, hours and
-    minutes across thousands of expressions, which then share one set each."""
+def _field_values(index: int, text: str) -> frozenset[int]:
+    """A field's values (Sunday as 0)."""
     values = _parse_field(index, text)
     return frozenset(d % 7 for d in values) if index == 4 else values
+
+
+# Files repeat `*`, `mon-fri`, hours and minutes across thousands of expressions, which
+# then share one set each.
+_field = functools.lru_cache(maxsize=1024)(_field_values)
 
 
 def _parse_field(index: int, text: str) -> frozenset[int]:
@@ -370,11 +372,13 @@ def _check_day_exists(days: frozenset[int], months: frozenset[int], day_text: st
     raise _error(2, day_text, f'"{day_text}" never occurs in {names}; the job would never run')
 
 
-@functools.lru_cache(maxsize=1024)
-def _day_exists(days: frozenset[int], months: frozenset[int]) -> bool:
-    """Whether some month of `months` has the first day of `days` (field sets are
-    shared, so a file's expressions ask a few hundred of these)."""
+def _some_month_has(days: frozenset[int], months: frozenset[int]) -> bool:
+    """Whether some month of `months` has the first day of `days`."""
     return min(days) <= max(_MONTH_DAYS[m - 1] for m in months)
+
+
+# Field sets are shared, so a file's expressions ask a few hundred of these.
+_day_exists = functools.lru_cache(maxsize=1024)(_some_month_has)
 
 
 def _error(index: int, value: str, message: str) -> CronError:

@@ -1,4 +1,5 @@
-"""IANA time zones: lookup with suggestions, and what `local` means on this host."""
+"""IANA time zones: lookup with suggestions, what `local` means on this host, and which
+tz database is in use. The one module of crond.when that reads files (the zone paths)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,16 @@ class ZoneError(ValueError):
     """str(e) names the bad zone and, when one is close, the zone that was probably meant."""
 
 
-@cache
-def _available() -> dict[str, str]:
+def _all_zones() -> dict[str, str]:
     return {name.lower(): name for name in zoneinfo.available_timezones()}
 
 
-@cache
-def get_zone(name: str) -> zoneinfo.ZoneInfo:
+# The caches of this module are applied by assignment rather than with `@`: mutmut, which
+# `make mutate` runs, leaves decorated functions alone.
+_available = cache(_all_zones)
+
+
+def _find_zone(name: str) -> zoneinfo.ZoneInfo:
     """The zone called `name` (an IANA name, or `local` for the host's zone)."""
     if name == LOCAL:
         return host_zone()
@@ -50,6 +54,9 @@ def get_zone(name: str) -> zoneinfo.ZoneInfo:
     raise ZoneError(f'unknown time zone "{name}"{hint}')
 
 
+get_zone = cache(_find_zone)
+
+
 def _spelled_as_on_disk(name: str) -> bool:
     """Whether `name` is a zone file under the zone path, each part spelled as listed: on a
     case-insensitive file system `europe/berlin` loads too, and must be refused. False
@@ -65,13 +72,14 @@ def _spelled_as_on_disk(name: str) -> bool:
     return False
 
 
-@cache
-def _listing(directory: str) -> frozenset[str]:
+def _entries(directory: str) -> frozenset[str]:
     return frozenset(entry.name for entry in os.scandir(directory))
 
 
-@cache
-def host_zone() -> zoneinfo.ZoneInfo:
+_listing = cache(_entries)
+
+
+def _read_host_zone() -> zoneinfo.ZoneInfo:
     """The host's zone: $TZ if it names one, else /etc/localtime, else UTC."""
     tz = os.environ.get("TZ", "").lstrip(":")
     if tz:
@@ -88,6 +96,9 @@ def host_zone() -> zoneinfo.ZoneInfo:
             return zoneinfo.ZoneInfo.from_file(fh, key="localtime")
     except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
         return zoneinfo.ZoneInfo("UTC")
+
+
+host_zone = cache(_read_host_zone)
 
 
 def tzdata_version() -> str:
