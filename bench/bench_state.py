@@ -38,6 +38,7 @@ import common
 from common import row, summary, verdict
 
 from crond.store import sqlite as state
+from crond.store.base import StateError
 
 JOBS_SMALL, ATTEMPTS = 100, 2_000
 JOBS_BIG, ROWS_PER_JOB = 10_000, 100
@@ -159,7 +160,7 @@ def status(work: Path, runs: int, per_job: int) -> None:
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            with contextlib.suppress(state.StateError):
+            with contextlib.suppress(StateError):
                 reader = state.Reader(directory)
                 published = reader.get_meta("view_sha256")
                 reader.close()

@@ -1,10 +1,15 @@
-"""The state store on a real SQLite file: cursors, attempts, pruning, lost runs, corruption."""
+"""The state store on a real SQLite file: cursors, attempts, pruning, lost runs, corruption,
+the upgrade of older schemas; the seam (crond/store/base.py) the daemon's recorder and
+`crond status` use, and what status prints of it."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -12,10 +17,13 @@ from typing import Any, cast
 import pytest
 from structlog.typing import FilteringBoundLogger
 
-from crond.clock import SystemClock
+from crond import status
+from crond.clock import SystemClock, iso_utc
 from crond.config import loader
 from crond.config.loaded import LoadedJob
+from crond.daemon.recorder import StoreRecorder
 from crond.run import runner
+from crond.store import base, locate, schema
 from crond.store import sqlite as state
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -48,8 +56,8 @@ def test_start_and_finish_record_an_attempt(tmp_path: Path) -> None:
 
 def test_cursor_never_goes_back(tmp_path: Path) -> None:
     store = state.Store(tmp_path)
-    store.save_cursor("a", T0 + timedelta(hours=1))
-    store.save_cursor("a", T0)
+    store.save_cursors([("a", T0 + timedelta(hours=1))])
+    store.save_cursors([("a", T0)])
     assert store.cursors()["a"] == T0 + timedelta(hours=1)
 
 
@@ -82,16 +90,16 @@ def test_corrupt_file_is_moved_aside_and_a_fresh_one_started(tmp_path: Path) -> 
     (tmp_path / state.DB_NAME).write_bytes(b"this is not a database" * 100)
     store = state.Store(tmp_path)
     assert store.moved_aside is not None
-    assert store.moved_aside.exists()
+    assert Path(store.moved_aside).exists()
     assert store.cursors() == {}
-    store.save_cursor("a", T0)
+    store.save_cursors([("a", T0)])
     assert store.cursors() == {"a": T0}
 
 
 def test_unwritable_directory_is_a_state_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(state.StateError, match="Not a directory"):
+    with pytest.raises(base.StateError, match="Not a directory"):
         state.Store(blocker / "sub")
 
 
@@ -108,11 +116,11 @@ def test_a_reader_sees_committed_rows_while_the_writer_holds_the_file(tmp_path: 
 
 
 def test_default_dir(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert state.default_dir({"STATE_DIRECTORY": "/var/lib/x:/other"}) == Path("/var/lib/x")
+    assert locate.default_dir({"STATE_DIRECTORY": "/var/lib/x:/other"}) == Path("/var/lib/x")
 
 
 def test_boot_id_is_read_from_the_kernel() -> None:
-    bid = state.boot_id()
+    bid = locate.boot_id()
     assert bid is None or len(bid) == 36
 
 
@@ -133,7 +141,7 @@ class _Log:
         return self
 
 
-def _run(recorder: state.StoreRecorder, command: str) -> None:
+def _run(recorder: StoreRecorder, command: str) -> None:
     log = cast(FilteringBoundLogger, _Log())
 
     async def main() -> None:
@@ -145,9 +153,16 @@ def _run(recorder: state.StoreRecorder, command: str) -> None:
     asyncio.run(main())
 
 
+def _recorder(store: base.Store, log: _Log) -> StoreRecorder:
+    """A recorder that opens `store`, opened."""
+    recorder = StoreRecorder(lambda _: store, cast(FilteringBoundLogger, log), SystemClock())
+    assert recorder.open()
+    return recorder
+
+
 def test_store_recorder_keeps_each_attempt_with_its_output(tmp_path: Path) -> None:
     store = state.Store(tmp_path)
-    recorder = state.StoreRecorder(store, cast(FilteringBoundLogger, _Log()), SystemClock())
+    recorder = _recorder(store, _Log())
     _run(recorder, "echo one; echo two; exit 3")
     row = store.last("j")
     assert row is not None
@@ -159,9 +174,10 @@ def test_store_recorder_keeps_each_attempt_with_its_output(tmp_path: Path) -> No
 
 def test_a_broken_store_never_stops_a_run(tmp_path: Path) -> None:
     store = state.Store(tmp_path)
-    store.close()  # every write now fails
     log = _Log()
-    recorder = state.StoreRecorder(store, cast(FilteringBoundLogger, log), SystemClock())
+    recorder = _recorder(store, log)
+    store.close()  # every write now fails
+    log.events.clear()
     _run(recorder, "echo still runs")
     _run(recorder, "echo and again")
     assert recorder.degraded
@@ -226,7 +242,7 @@ def test_lost_runs_show_as_lost_in_the_summary(tmp_path: Path) -> None:
 
 
 def test_reader_refuses_a_missing_store_and_never_creates_one(tmp_path: Path) -> None:
-    with pytest.raises(state.StateError, match="no such file"):
+    with pytest.raises(base.StateError, match="no such file"):
         state.Reader(tmp_path / "nothing")
     assert not (tmp_path / "nothing").exists()
 
@@ -240,16 +256,16 @@ def test_save_cursors_moves_several_in_one_commit(tmp_path: Path) -> None:
 
 def test_resolve_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STATE_DIRECTORY", "/srv/systemd-gave-this")
-    assert state.resolve_dir(None, None) == Path("/srv/systemd-gave-this")
-    assert state.resolve_dir(None, "/srv/state") == Path("/srv/state")
-    assert state.resolve_dir("/flag", "/srv/state") == Path("/flag")
-    assert state.resolve_dir(None, "none") is None
-    assert state.resolve_dir("none", "/srv/state") is None
+    assert locate.resolve_dir(None, None) == Path("/srv/systemd-gave-this")
+    assert locate.resolve_dir(None, "/srv/state") == Path("/srv/state")
+    assert locate.resolve_dir("/flag", "/srv/state") == Path("/flag")
+    assert locate.resolve_dir(None, "none") is None
+    assert locate.resolve_dir("none", "/srv/state") is None
 
 
 def test_one_store_serves_one_daemon(tmp_path: Path) -> None:
     first = state.Store(tmp_path)
-    with pytest.raises(state.StateError, match=r"in use by another crond \(pid \d+\)"):
+    with pytest.raises(base.StateError, match=r"in use by another crond \(pid \d+\)"):
         state.Store(tmp_path)
     first.close()
     state.Store(tmp_path).close()  # free again once the first has closed it
@@ -262,67 +278,213 @@ def test_a_store_of_another_schema_is_refused_not_misread(tmp_path: Path) -> Non
         db.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
     db.close()
     for open_it in (state.Store, state.Reader):
-        with pytest.raises(state.StateError, match=r"another version of crond \(schema 99"):
+        with pytest.raises(base.StateError, match=r"another version of crond \(schema 99"):
             open_it(tmp_path)
 
 
-# Schema 1, as the first release with a store wrote it: the view without the summaries.
+# --- older schemas, upgraded in place ---------------------------------------------------
+
+# Schema 2 as crond wrote it (its `crond status --json` lines made by SQLite in generated
+# columns, kept current by triggers), kept here to make such a store: the summary and the
+# view, and the triggers between them. The other tables are as they still are.
+_SCHEMA_2_SUMMARY = """CREATE TABLE summary (
+    job TEXT PRIMARY KEY, last_id INTEGER, run_id TEXT, slot TEXT, attempt INTEGER,
+    started TEXT, finished TEXT, outcome TEXT, exit_code INTEGER, duration_s REAL,
+    success_run_id TEXT, success_started TEXT, success_finished TEXT, success_duration_s REAL,
+    last_json TEXT GENERATED ALWAYS AS (CASE WHEN run_id IS NULL THEN NULL ELSE json_object(
+        'run_id', run_id, 'slot', slot, 'attempt', attempt, 'started', started,
+        'finished', finished, 'outcome', outcome, 'exit_code', exit_code,
+        'duration_s', duration_s) END) STORED,
+    success_json TEXT GENERATED ALWAYS AS (CASE WHEN success_finished IS NULL THEN NULL
+        ELSE json_object('run_id', success_run_id, 'started', success_started,
+        'finished', success_finished, 'duration_s', success_duration_s) END) STORED
+)"""
+_SCHEMA_2_VIEW = """CREATE TABLE view (
+    pos INTEGER PRIMARY KEY, job TEXT NOT NULL UNIQUE, enabled INTEGER NOT NULL,
+    schedule TEXT NOT NULL, next_at REAL, next_text TEXT, next_local TEXT, next_note TEXT,
+    started TEXT, finished TEXT, outcome TEXT, duration_s REAL, success_finished TEXT,
+    last_json TEXT, success_json TEXT, open INTEGER NOT NULL DEFAULT 0,
+    head TEXT GENERATED ALWAYS AS (json_object('job', job,
+        'enabled', json(CASE WHEN enabled THEN 'true' ELSE 'false' END),
+        'schedule', schedule)) VIRTUAL,
+    next_json TEXT GENERATED ALWAYS AS (CASE WHEN next_text IS NULL THEN NULL ELSE
+        json_object('at', next_text, 'local', next_local, 'note', next_note) END) VIRTUAL,
+    line TEXT GENERATED ALWAYS AS (substr(head, 1, length(head) - 1) || ',"last_run":'
+        || coalesce(last_json, 'null') || ',"last_success":' || coalesce(success_json, 'null')
+        || ',"next_fire":' || coalesce(next_json, 'null')
+        || CASE WHEN open THEN ',"running":true}' ELSE ',"running":false}' END) STORED
+)"""
+_SCHEMA_2_TRIGGER = """CREATE TRIGGER summary_{when} AFTER {when} ON summary BEGIN
+    UPDATE view SET (started, finished, outcome, duration_s, success_finished, last_json,
+        success_json, open) = (NEW.started, NEW.finished, NEW.outcome, NEW.duration_s,
+        NEW.success_finished, NEW.last_json, NEW.success_json,
+        NEW.run_id IS NOT NULL AND NEW.finished IS NULL) WHERE job = NEW.job;
+END"""
+_SCHEMA_2_VIEW_INSERT = """INSERT INTO view (pos, job, enabled, schedule, next_at, next_text,
+    next_local, next_note, started, finished, outcome, duration_s, success_finished,
+    last_json, success_json, open)
+    SELECT v.*, s.started, s.finished, s.outcome, s.duration_s, s.success_finished,
+        s.last_json, s.success_json, s.run_id IS NOT NULL AND s.finished IS NULL
+    FROM (SELECT ? AS pos, ? AS job, ?, ?, ?, ?, ?, ?) v LEFT JOIN summary s ON s.job = v.job"""
+# Schema 1, as the first release with a store wrote it: schema 2's summary, and a view
+# without the summaries (nor triggers).
 _SCHEMA_1_VIEW = """CREATE TABLE view (job TEXT PRIMARY KEY, pos INTEGER NOT NULL,
     enabled INTEGER NOT NULL, schedule TEXT NOT NULL, next_at REAL, next_text TEXT,
     next_local TEXT, next_note TEXT)"""
 
+_T1 = datetime(2026, 1, 1, tzinfo=UTC)
+_NEXT = _T1 + timedelta(days=1)
+_VIEW = [
+    base.ViewRow("a", True, "every 1m", _NEXT.timestamp(), iso_utc(_NEXT), _NEXT.isoformat(),
+                 None),
+    base.ViewRow("b", True, 'weird "name" \\ é', None, None, None, None),
+    base.ViewRow("never", False, "0 6 * * * (UTC)", None, None, None, None),
+]  # fmt: skip
 
-def test_a_schema_1_store_is_upgraded_keeping_history_and_cursors(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
-    t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    row = store.start("a", run_id="r1", slot=t0, attempt=1, started=t0, cursor=t0)
-    store.finish(row, job="a", finished=t0, outcome="success", exit_code=0, duration_s=1.0,
-                 output=["hi"])  # fmt: skip
+
+def _lived_in(directory: Path) -> None:
+    """A store with some history: `a` succeeded then failed (its last success is older
+    than its last run), `b` was left running, `never` never ran; cursors; a @reboot mark."""
+    store = state.Store(directory)
+    for run_id, outcome, at in (
+        ("r1", "success", _T1),
+        ("r2", "failed", _T1 + timedelta(minutes=1)),
+    ):
+        row = store.start("a", run_id=run_id, slot=at, attempt=1, started=at, cursor=at)
+        store.finish(row, job="a", finished=at + timedelta(seconds=1.5), outcome=outcome,
+                     exit_code=0 if outcome == "success" else 2, duration_s=1.5,
+                     output=[f"{run_id} said"])  # fmt: skip
+    store.start("b", run_id="r3", slot=_T1, attempt=1, started=_T1, cursor=_T1 + timedelta(hours=1))
+    store.set_meta("reboot:boot", "boot-id-1")
     store.close()
-    db = sqlite3.connect(tmp_path / state.DB_NAME)
-    with db:  # back to schema 1: its view, no triggers, and a view the daemon published
+
+
+def _as_old_schema(directory: Path, version: int) -> list[str]:
+    """Turn a store of this crond into one as crond with schema `version` left it, its
+    view published as that crond did; the status --json lines that schema made (schema 2),
+    or none."""
+    db = sqlite3.connect(directory / state.DB_NAME)
+    summary = db.execute("SELECT * FROM summary").fetchall()
+    with db:
+        db.execute("DROP TABLE summary")
+        db.execute(_SCHEMA_2_SUMMARY)
+        db.executemany(f"INSERT INTO summary VALUES ({', '.join('?' * 14)})", summary)
         db.execute("DROP TABLE view")
-        db.execute("DROP TRIGGER summary_INSERT")
-        db.execute("DROP TRIGGER summary_UPDATE")
-        db.execute(_SCHEMA_1_VIEW)
-        db.execute("INSERT INTO view VALUES ('a', 0, 1, 'every 1m', NULL, NULL, NULL, NULL)")
-        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema'")
+        db.execute(_SCHEMA_2_VIEW if version == 2 else _SCHEMA_1_VIEW)
+        if version == 2:
+            for when in ("INSERT", "UPDATE"):
+                db.execute(_SCHEMA_2_TRIGGER.replace("{when}", when))
+        rows = [(i, r.job, int(r.enabled), r.schedule, r.next_at, r.next_text, r.next_local,
+                 r.next_note) for i, r in enumerate(_VIEW)]  # fmt: skip
+        if version == 2:
+            db.executemany(_SCHEMA_2_VIEW_INSERT, rows)
+        else:
+            db.executemany("INSERT INTO view VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           [(r[1], r[0], *r[2:]) for r in rows])  # fmt: skip
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema'", (str(version),))
         db.execute("INSERT OR REPLACE INTO meta VALUES ('view_sha256', 'abc')")
+    lines = [r[0] for r in db.execute("SELECT line FROM view ORDER BY pos")] if version == 2 else []
     db.close()
-    with pytest.raises(state.StateError, match=r"older crond \(schema 1\); the daemon upgrades"):
+    return lines
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_store_is_upgraded_in_place_keeping_history_and_cursors(
+    tmp_path: Path, version: int
+) -> None:
+    _lived_in(tmp_path)
+    old_lines = _as_old_schema(tmp_path, version)
+    with pytest.raises(base.StateError, match=rf"older crond \(schema {version}\); the daemon up"):
         state.Reader(tmp_path)  # a reader does not write: it waits for the daemon
-    store = state.Store(tmp_path)
-    assert store.get_meta("schema") == str(state.SCHEMA_VERSION)
+    store = state.Store(tmp_path)  # what the daemon opens
+    assert store.get_meta("schema") == str(schema.SCHEMA_VERSION) == "3"
     assert store.get_meta("view_sha256") == ""  # the old view is gone: not to be trusted
-    assert [r.run_id for r in store.recent("a", 10)] == ["r1"]
-    assert store.cursors() == {"a": t0}
-    store.publish_view([state.view_row("a", True, "every 1m", None)], "def")
-    line = json.loads(store.status_json(alive=True))
-    assert line["last_run"]["run_id"] == "r1"
-    assert line["last_success"]["run_id"] == "r1"
+    assert [(r.run_id, r.outcome, r.output) for r in store.recent("a", 10)] == [
+        ("r1", "success", ["r1 said"]), ("r2", "failed", ["r2 said"])
+    ]  # fmt: skip
+    assert store.cursors() == {"a": _T1 + timedelta(minutes=1), "b": _T1 + timedelta(hours=1)}
+    assert store.get_meta("reboot:boot") == "boot-id-1"
+    a = store.summaries()["a"]
+    assert (a.run_id, a.outcome, a.exit_code, a.success_run_id) == ("r2", "failed", 2, "r1")
+    # Data, not presentation: no generated columns, no triggers.
+    db = sqlite3.connect(tmp_path / state.DB_NAME)
+    columns = {r[1] for r in db.execute("PRAGMA table_xinfo(summary)")}
+    assert not {"last_json", "success_json"} & columns
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'").fetchone() == (
+        0,
+    )
+    db.close()
+    # The daemon publishes its view: status prints what the old schema's SQL printed.
+    store.publish_view(_VIEW, "def")
+    lines = status.format_status_json(store.status_rows(), alive=True).splitlines()
+    if old_lines:
+        assert lines == old_lines
+    assert [json.loads(line)["running"] for line in lines] == [False, True, False]
+    # And it is written as any store.
+    row = store.start("never", run_id="r4", slot=_NEXT, attempt=1, started=_NEXT, cursor=_NEXT)
+    finish(store, row, "never", "success")
+    assert store.summaries()["never"].success_run_id == "r4"
     store.close()
+    state.Reader(tmp_path).close()  # and read
 
 
-def test_the_view_follows_the_summaries_it_shows(tmp_path: Path) -> None:
-    """The view holds a copy of each job's summary (status reads the view alone): every
-    write of a summary must reach it, and a view made later must pick the summaries up."""
+def test_an_upgrade_that_fails_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+    _lived_in(tmp_path)
+    _as_old_schema(tmp_path, 2)
+    db = sqlite3.connect(tmp_path / state.DB_NAME)
+    with db:  # a summary the upgrade cannot copy
+        db.execute("ALTER TABLE summary RENAME COLUMN success_duration_s TO something_else")
+    db.close()
+    with pytest.raises(base.StateError, match="success_duration_s"):
+        state.Store(tmp_path)
+    db = sqlite3.connect(tmp_path / state.DB_NAME)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+    assert db.execute("SELECT count(*) FROM attempts").fetchone() == (3,)
+    assert db.execute("SELECT count(*) FROM summary").fetchone() == (2,)
+    assert db.execute("SELECT count(*) FROM view").fetchone() == (3,)
+    db.close()
+
+
+def test_an_sqlite_library_too_old_is_refused_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state.Store(tmp_path).close()
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 23, 1))
+    for open_it in (state.Store, state.Reader):
+        with pytest.raises(
+            base.StateError, match=r"is 3\.23\.1; crond's state store needs 3\.24\.0"
+        ):
+            open_it(tmp_path)
+
+
+# --- what status prints of the store -----------------------------------------------------
+
+
+def _shown(store: state.Store) -> dict[str, tuple[object, ...]]:
+    """Each job's status, as --json and the table show it."""
+    rows = store.status_rows()
+    lines = [json.loads(line) for line in status.format_status_json(rows, alive=True).splitlines()]
+    table = {r.job: r for r in rows}
+    return {
+        line["job"]: (
+            (line["last_run"] or {}).get("outcome"),
+            (line["last_success"] or {}).get("run_id"),
+            line["running"],
+            table[line["job"]].outcome,
+            table[line["job"]].open,
+        )
+        for line in lines
+    }
+
+
+def test_status_follows_the_summaries(tmp_path: Path) -> None:
+    """Every write of a summary reaches status, and a view made later picks them up."""
     store = state.Store(tmp_path)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    store.publish_view([state.view_row(name, True, "every 1m", None) for name in "ab"], "x")
+    store.publish_view([base.view_row(name, True, "every 1m", None) for name in "ab"], "x")
 
     def shown() -> dict[str, tuple[object, ...]]:
-        lines = [json.loads(line) for line in store.status_json(alive=True).splitlines()]
-        table = {r.job: r for r in store.status_rows()}
-        return {
-            line["job"]: (
-                (line["last_run"] or {}).get("outcome"),
-                (line["last_success"] or {}).get("run_id"),
-                line["running"],
-                table[line["job"]].outcome,
-                table[line["job"]].open,
-            )
-            for line in lines
-        }
+        return _shown(store)
 
     assert shown() == {"a": (None, None, False, None, False), "b": (None, None, False, None, False)}
     first = store.start("a", run_id="r1", slot=t0, attempt=1, started=t0, cursor=t0)
@@ -338,10 +500,40 @@ def test_the_view_follows_the_summaries_it_shows(tmp_path: Path) -> None:
     assert store.close_lost(t0)[0].run_id == "r3"
     assert shown()["b"] == ("lost", None, False, "lost", False)
     # Made again (a reload): the summaries come with it, in the new order.
-    store.publish_view([state.view_row(name, True, "every 1m", None) for name in "ba"], "y")
+    store.publish_view([base.view_row(name, True, "every 1m", None) for name in "ba"], "y")
     assert list(shown()) == ["b", "a"]
     assert shown()["a"] == ("failed", "r1", False, "failed", False)
     store.close()
+
+
+def test_status_json_is_json_whatever_the_text(tmp_path: Path) -> None:
+    """Written by hand (for speed), checked against the json module: quotes, backslashes,
+    controls and non-ASCII text; numbers; nulls; a dead daemon's open run not running."""
+    summary = base.Summary("j", "r\"1", "2026-01-01T00:00:00Z", 2, "2026-01-01T00:00:00.5Z",
+                           None, None, None, None, "r0", "s", "f", 0.125)  # fmt: skip
+    view = base.ViewRow("j", True, 'say "hi"\\ \n\t\x01 é ☃', 1.0, "at", "local", "a\u2028note")
+    row = base.status_row(view, summary)
+    expected = {
+        "job": "j",
+        "enabled": True,
+        "schedule": view.schedule,
+        "last_run": {"run_id": 'r"1', "slot": summary.slot, "attempt": 2,
+                     "started": summary.started, "finished": None, "outcome": None,
+                     "exit_code": None, "duration_s": None},
+        "last_success": {"run_id": "r0", "started": "s", "finished": "f", "duration_s": 0.125},
+        "next_fire": {"at": "at", "local": "local", "note": "a\u2028note"},
+        "running": True,
+    }  # fmt: skip
+    line = status.format_status_json([row], alive=True)
+    assert line == json.dumps(expected, separators=(",", ":"), ensure_ascii=False)
+    assert "\n" not in line  # one line a job
+    dead = json.loads(status.format_status_json([row], alive=False))
+    assert dead["running"] is False
+    never = base.status_row(base.ViewRow("n", False, "every 1m", None, None, None, None), None)
+    assert json.loads(status.format_status_json([never], alive=True)) == {
+        "job": "n", "enabled": False, "schedule": "every 1m", "last_run": None,
+        "last_success": None, "next_fire": None, "running": False,
+    }  # fmt: skip
 
 
 def test_rows_that_do_not_decode_are_a_state_error(tmp_path: Path) -> None:
@@ -351,11 +543,11 @@ def test_rows_that_do_not_decode_are_a_state_error(tmp_path: Path) -> None:
         "VALUES ('r', 'a', 'not a time', 1, 0, 'not json')"
     )
     store._db.execute("INSERT INTO cursors VALUES ('a', 'not a time')")
-    with pytest.raises(state.StateError, match="unexpected data"):
+    with pytest.raises(base.StateError, match="unexpected data"):
         store.cursors()
-    with pytest.raises(state.StateError, match="unexpected data"):
+    with pytest.raises(base.StateError, match="unexpected data"):
         store.recent("a", 10)
-    with pytest.raises(state.StateError, match="unexpected data"):
+    with pytest.raises(base.StateError, match="unexpected data"):
         store.close_lost(T0)
 
 
@@ -368,7 +560,7 @@ def test_a_full_disk_is_reported_as_such(tmp_path: Path) -> None:
             row = store.start("a", run_id=f"r{i}", slot=T0, attempt=1, started=T0, cursor=T0)
             finish(store, row, "a", "success", keep=100_000)
 
-    with pytest.raises(state.StateError, match="full") as err:
+    with pytest.raises(base.StateError, match="full") as err:
         fill()
     assert "rollback" not in str(err.value)
     assert not store._db.in_transaction  # and the connection is usable again
@@ -392,12 +584,12 @@ def test_damage_found_by_a_write_is_moved_aside_at_the_reopen(tmp_path: Path) ->
         data[n * page : n * page + 64] = b"\xff" * 64
     path.write_bytes(bytes(data))
     damaged = state.Store(tmp_path)  # the header is fine: it opens
-    with pytest.raises(state.StateError, match="malformed"):
+    with pytest.raises(base.StateError, match="malformed"):
         damaged.recent("a", 1000)
     damaged.close()
     fresh = state.Store(tmp_path, aside=True)  # what the daemon does at the next heartbeat
     assert fresh.moved_aside is not None
-    assert fresh.moved_aside.exists()
+    assert Path(fresh.moved_aside).exists()
     assert fresh.recent("a", 10) == []
     fresh.close()
 
@@ -444,8 +636,8 @@ def test_checkpoints_come_every_so_many_commits_then_one_write(tmp_path: Path) -
 def test_publishing_a_view_writes_only_the_rows_that_changed(tmp_path: Path) -> None:
     store = state.Store(tmp_path)
 
-    def rows(names: str, schedule: str = "every 1m") -> list[state.ViewRow]:
-        return [state.view_row(name, True, schedule if name != "c" else "every 2m", None)
+    def rows(names: str, schedule: str = "every 1m") -> list[base.ViewRow]:
+        return [base.view_row(name, True, schedule if name != "c" else "every 2m", None)
                 for name in names]  # fmt: skip
 
     def published(names: str, **kw: str) -> int:
@@ -459,7 +651,7 @@ def test_publishing_a_view_writes_only_the_rows_that_changed(tmp_path: Path) -> 
     assert published("abcde") == 5
     assert published("abcde") == 0  # the same file again: nothing to write
     before = store._db.total_changes
-    store.publish_view([*rows("ab"), state.view_row("c", True, "every 5m", None), *rows("de")], "d")
+    store.publish_view([*rows("ab"), base.view_row("c", True, "every 5m", None), *rows("de")], "d")
     assert store._db.total_changes - before - 1 == 2  # one row: deleted, written again
     assert shown() == [("a", "every 1m"), ("b", "every 1m"), ("c", "every 5m"),
                        ("d", "every 1m"), ("e", "every 1m")]  # fmt: skip
@@ -483,8 +675,198 @@ def test_a_schema_1_store_without_the_summaries_json_is_refused_not_broken(
         "CREATE TABLE summary (job TEXT PRIMARY KEY, last_id INTEGER, run_id TEXT);"
     )
     db.close()
-    with pytest.raises(state.StateError, match="development build of crond"):
+    with pytest.raises(base.StateError, match="development build of crond"):
         state.Store(tmp_path)
     db = sqlite3.connect(tmp_path / state.DB_NAME)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("1",)
     db.close()
+
+
+# --- the seam: the daemon's recorder against any Store; storage imports none of crond ---
+
+
+class _MemoryStore:
+    """A Store kept in memory (base.Store, structurally: mypy checks it where the opener is
+    typed), whose writes fail while `failing` holds an error: the recorder's policy seen
+    without SQLite."""
+
+    def __init__(self, aside: bool, *, lost: list[base.AttemptRow] | None = None) -> None:
+        self.aside = aside
+        self.moved_aside = "/somewhere/aside" if aside else None
+        self.failing: base.StateError | None = None
+        self.lost = lost or []
+        self.rows: dict[int, tuple[str, str, str | None]] = {}  # token -> job, run id, outcome
+        self.meta: dict[str, str] = {}
+        self.closed = False
+
+    @property
+    def location(self) -> str:
+        return "memory"
+
+    def _check(self) -> None:
+        if self.failing is not None:
+            raise self.failing
+
+    def get_meta(self, key: str) -> str | None:
+        self._check()
+        return self.meta.get(key)
+
+    def last(self, job: str, *, outcome: str | None = None) -> base.AttemptRow | None:
+        return None
+
+    def recent(self, job: str | None, limit: int) -> list[base.AttemptRow]:
+        return []
+
+    def summaries(self) -> dict[str, base.Summary]:
+        return {}
+
+    def status_rows(self) -> list[base.StatusRow]:
+        return []
+
+    def view_is_behind(self, oldest: float) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+
+    def cursors(self) -> dict[str, datetime]:
+        self._check()
+        return {}
+
+    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
+        self._check()
+
+    def start(
+        self, job: str, *, run_id: str, slot: datetime, attempt: int, started: datetime,
+        cursor: datetime,
+    ) -> int:  # fmt: skip
+        self._check()
+        self.rows[len(self.rows) + 1] = (job, run_id, None)
+        return len(self.rows)
+
+    def start_many(self, starts: Sequence[base.Start], started: datetime) -> list[int]:
+        return [self.start(s.job, run_id=s.run_id, slot=s.slot, attempt=1, started=started,
+                           cursor=s.slot) for s in starts]  # fmt: skip
+
+    def finish(
+        self, row_id: int, *, job: str, run_id: str | None = None, finished: datetime,
+        outcome: str, exit_code: int | None, duration_s: float, output: Sequence[str],
+        keep: int | None = None,
+    ) -> None:  # fmt: skip
+        self._check()
+        self.rows[row_id] = (job, self.rows[row_id][1], outcome)
+
+    def close_lost(self, now: datetime) -> list[base.AttemptRow]:
+        self._check()
+        return self.lost
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._check()
+        self.meta[key] = value
+
+    def publish_view(self, rows: Iterable[base.ViewRow], digest: str | None) -> None:
+        self._check()
+
+    def update_view(
+        self, moved: Sequence[base.ViewRow], cursors: Sequence[tuple[str, datetime]] = ()
+    ) -> None:
+        self._check()
+
+    def check_in_place(self) -> None:
+        self._check()
+
+    def checkpoint(self) -> None:
+        self._check()
+
+
+class _Clock(SystemClock):
+    def __init__(self) -> None:
+        self.mono = 0.0
+
+    def monotonic(self) -> float:
+        return self.mono
+
+
+def test_the_recorder_degrades_recovers_and_reopens_any_store() -> None:
+    """The daemon's policy over the Protocol: unavailable, then opened (recovered); a write
+    that fails is logged once a heartbeat and the run goes on; one that finds damage
+    has the store opened afresh, the damaged one moved aside; lost runs only once."""
+    opened: list[_MemoryStore] = []
+    refusals = [base.StateError("no disk")]
+    lost = base.AttemptRow(1, "r0", "j", T0, 1, T0, None, None, None, None, [])
+
+    def opener(aside: bool) -> base.Store:
+        if refusals:
+            raise refusals.pop()
+        opened.append(_MemoryStore(aside, lost=[lost]))
+        return opened[-1]
+
+    log, clock = _Log(), _Clock()
+    recorder = StoreRecorder(opener, cast(FilteringBoundLogger, log), clock, quiet=10.0)
+    assert (recorder.label(), recorder.wants_open()) == ("degraded", True)  # not yet opened
+    assert not recorder.open()
+    assert [e for e, _ in log.events] == ["state.unavailable"]
+    assert recorder.open()  # the next heartbeat
+    assert [e for e, _ in log.events][1:] == ["state.recovered", "state.opened", "job.lost"]
+    assert (recorder.label(), recorder.wants_open()) == ("ok", False)
+    assert "pid" in json.loads(opened[0].meta["daemon"])
+    log.events.clear()
+
+    clock.mono = 20.0  # a heartbeat or two later
+    opened[0].failing = base.StateError("disk full")
+    recorder.prepare([base.Start("j", "r1", T0)], started=T0)
+    recorder.mark("k", "v")
+    clock.mono = 25.0
+    recorder.mark("k", "v")
+    assert [e for e, _ in log.events] == ["state.write_failed"]  # once per `quiet`
+    assert (recorder.label(), recorder.wants_open()) == ("degraded", False)
+    clock.mono = 31.0
+    recorder.mark("k", "v")
+    opened[0].failing = None
+    recorder.mark("k", "v")
+    assert [e for e, _ in log.events] == ["state.write_failed"] * 2 + ["state.recovered"]
+    assert recorder.label() == "ok"
+    log.events.clear()
+
+    clock.mono = 50.0
+    opened[0].failing = base.StateError("malformed", corrupt=True)
+    recorder.check()  # the heartbeat's look: found damaged
+    assert recorder.wants_open()
+    assert recorder.open()
+    assert opened[0].closed
+    assert opened[1].aside  # told to move the damaged one aside
+    # The checkpoint's failure is not logged (the same heartbeat); no job.lost: only the
+    # first open closes lost runs.
+    assert [e for e, _ in log.events] == [
+        "state.unavailable", "state.moved_aside", "state.recovered", "state.opened"
+    ]  # fmt: skip
+    recorder.close()
+    assert opened[1].closed
+
+
+def test_storage_imports_nothing_of_the_runner_nor_the_daemon() -> None:
+    """The store takes plain values: none of crond's other packages (nor pydantic) is
+    imported with it, and `crond status`'s module stays as lean."""
+    code = (
+        "import sys, crond.store.locate, crond.store.sqlite, crond.status\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith(('crond.', 'pydantic')))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.split())
+    assert any(m.startswith("crond.store.") for m in loaded)
+    for outside in ("crond.run", "crond.daemon", "crond.when", "crond.config.loader", "pydantic"):
+        assert not {m for m in loaded if m == outside or m.startswith(outside + ".")}, outside
+    storage = "import sys, crond.store.locate\nprint(' '.join(sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", storage], capture_output=True, text=True, check=True
+    )
+    assert not [m for m in done.stdout.split() if m.startswith("crond.config")]
+
+
+def test_the_sqlite_store_is_a_store() -> None:
+    """Checked by mypy (`make test`): the SQLite classes implement the Protocols."""
+    writer: Callable[[Path], base.Store] = state.Store
+    reader: Callable[[Path], base.Reader] = state.Reader
+    assert writer is not None
+    assert reader is not None
+

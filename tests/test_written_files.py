@@ -1,6 +1,6 @@
 """Files crond writes, against links planted by someone else: the liveness file, the
 store's lock and database, and a store whose directory disappears (crond/daemon/liveness.py,
-crond/store/sqlite.py). Real files and real symlinks; as root where the rule is root's."""
+crond/store/files.py). Real files and real symlinks; as root where the rule is root's."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 from crond.daemon import liveness
 from crond.store import sqlite as state
+from crond.store.base import StateError
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="the rule for root's files needs root")
 SECRET = b"root's own, not to be overwritten\n"
@@ -106,7 +107,7 @@ def test_as_root_a_store_directory_others_can_write_is_refused(tmp_path: Path, m
     os.chown(directory, 0, 65534)
     directory.chmod(mode)
     for open_it in (state.Store, state.Reader):
-        with pytest.raises(state.StateError) as caught:
+        with pytest.raises(StateError) as caught:
             open_it(directory)
         message = str(caught.value)
         assert message.startswith(f"{directory}: the directory {directory} is writable by ")
@@ -118,7 +119,7 @@ def test_the_lock_is_never_opened_through_a_link(tmp_path: Path, victim: Path) -
     directory = tmp_path / "state"
     directory.mkdir(mode=0o700)
     (directory / state.LOCK_NAME).symlink_to(victim)
-    with pytest.raises(state.StateError, match="symbolic links"):
+    with pytest.raises(StateError, match="symbolic links"):
         state.Store(directory)
     assert victim.read_bytes() == SECRET
 
@@ -131,12 +132,12 @@ def test_a_store_whose_directory_is_removed_says_so(tmp_path: Path) -> None:
         for name in list(directory.iterdir()):
             name.unlink()
         directory.rmdir()
-        with pytest.raises(state.StateError, match="removed or replaced") as caught:
+        with pytest.raises(StateError, match="removed or replaced") as caught:
             store.check_in_place()
         assert caught.value.corrupt  # the daemon reopens it, as for a damaged file
         directory.mkdir()
         (directory / state.LOCK_NAME).write_text("")  # another directory, same names
-        with pytest.raises(state.StateError, match="removed or replaced"):
+        with pytest.raises(StateError, match="removed or replaced"):
             store.check_in_place()
     finally:
         store.close()

@@ -1,10 +1,11 @@
-"""The daemon's lifecycle: start, signals, reload, heartbeat, shutdown.
+"""The daemon's lifecycle: start, signals, reload, shutdown; `crond run` and `crond run-job`.
 
 SIGHUP re-reads the file through the same `config.load` as `crond validate`; a bad file
 is logged and the old jobs keep running. SIGTERM/SIGINT start no new run, wait up to
 `shutdown_timeout` for the running ones, then stop them as for a timeout; a second
-signal stops them at once. The heartbeat (liveness file, systemd watchdog) is called by
-the scheduling loop itself, so a stuck loop lets it go stale.
+signal stops them at once. The heartbeat (liveness file, systemd watchdog, the store's
+checks) is crond/daemon/heartbeat.py, called by the scheduling loop itself; what is
+recorded in the state store, and what a failing store costs, crond/daemon/recorder.py.
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import os
 import resource
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,14 +26,17 @@ from typing import Any
 from structlog.typing import FilteringBoundLogger
 
 from crond import __version__, ownership
-from crond.clock import Clock, SystemClock, iso_utc
+from crond.clock import Clock, SystemClock
 from crond.config import loader, problems
 from crond.config.loaded import LoadedConfig, LoadedJob
-from crond.daemon import liveness, reaper
+from crond.daemon import reaper
+from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Gate, Loop
+from crond.daemon.recorder import StoreRecorder
 from crond.daemon.systemd import Notifier
 from crond.run import runner
-from crond.store import sqlite as state
+from crond.store import locate
+from crond.store.base import Start, Store, ViewRow, view_row
 from crond.when.plan import Entry
 from crond.when.zones import tzdata_version
 
@@ -61,6 +64,9 @@ class Options:
 
 
 class Daemon:
+    """`crond run` once the file is loaded: serves its jobs until a stop signal, reloads
+    the file on SIGHUP, records the runs in the state store."""
+
     def __init__(
         self,
         path: Path,
@@ -81,40 +87,29 @@ class Daemon:
         self.specs: dict[str, tuple[LoadedJob, runner.RunSpec]] = {}
         # Read once: every job's environment starts here, without what is the daemon's own.
         self.environ = {k: v for k, v in os.environ.items() if k not in _DAEMON_ONLY}
-        self.state_dir = state.resolve_dir(options.state_dir, cfg.daemon.state_dir)
-        self.recorder = state.StoreRecorder(
-            None, log, clock, quiet=self._heartbeat().total_seconds()
-        )
+        state_dir = locate.resolve_dir(options.state_dir, cfg.daemon.state_dir)
+        self.recorder = StoreRecorder(None if state_dir is None else _opener(state_dir), log, clock)
         self.loop = Loop(
             clock=clock,
             log=log,
             launch=self._launch,
-            heartbeat=self._heartbeat(),
-            beat=self._beat,
+            heartbeat=cfg.daemon.heartbeat,  # and then the Heartbeat's (`_settings`)
             after_tick=self._after_tick,
             prepare=self._prepare,
         )
+        self.heartbeat = Heartbeat(self.loop, self.recorder, self.notifier, log, self._publish)
+        self._settings(cfg)
         self._signals = 0
         self._reload_wanted = False
         self._reloading: asyncio.Task[None] | None = None
-        self._liveness_failed = False
         self._tasks: asyncio.TaskGroup | None = None
-        self._store_opened = False  # the store has been opened once (lost runs closed)
         self._run_ids: dict[tuple[str, datetime], str] = {}  # run ids chosen by _prepare
 
-    # --- settings -------------------------------------------------------------------
-
-    def _heartbeat(self) -> timedelta:
-        beat = self.options.heartbeat or self.cfg.daemon.heartbeat
-        if self.notifier.watchdog is not None:
-            beat = min(beat, self.notifier.watchdog)
-        return beat
-
-    def _liveness_path(self) -> Path | None:
-        if self.options.liveness_file is not None:
-            return self.options.liveness_file
-        configured = self.cfg.daemon.liveness_file
-        return Path(configured) if configured else None
+    def _settings(self, cfg: LoadedConfig) -> None:
+        """What a (re)loaded file says of the daemon (the flags of `crond run` win)."""
+        flags = self.options
+        self.heartbeat.configure(cfg, liveness_file=flags.liveness_file, heartbeat=flags.heartbeat)
+        self.recorder.history = {name: job.settings.history for name, job in cfg.jobs.items()}
 
     # --- runs -------------------------------------------------------------------------
 
@@ -142,55 +137,10 @@ class Daemon:
             return
         self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
         self.recorder.prepare(
-            [(name, rid, slot) for (name, slot), rid in self._run_ids.items()], started=at
+            [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()], started=at
         )
 
     # --- the state store --------------------------------------------------------------
-
-    def _state_label(self) -> str:
-        if self.state_dir is None:
-            return "off"
-        store_ok = self.recorder.store is not None
-        return "ok" if store_ok and not self.recorder.degraded else "degraded"
-
-    def _open_state(self) -> None:
-        """Open the store (again, after a failure or a corrupt file). A store that cannot
-        be opened is logged and scheduling goes on without it, reported as degraded."""
-        if self.state_dir is None:
-            return
-        aside = self.recorder.corrupt  # a write met damage: keep the file, start afresh
-        if self.recorder.store is not None:
-            self.recorder.store.close()
-            self.recorder.store = None
-        try:
-            store = state.Store(self.state_dir, aside=aside)
-            # Runs a dead daemon left open. Only at the first open: at a later one, the
-            # open rows may be this daemon's own runs (and a moved-aside store has none).
-            lost = [] if self._store_opened else store.close_lost(self.clock.now())
-        except state.StateError as exc:
-            self.recorder.failed(exc, "state.unavailable")
-            return
-        self._store_opened = True
-        if store.moved_aside is not None:
-            self.log.error(
-                "state.moved_aside", path=str(store.path), moved_to=str(store.moved_aside)
-            )
-        self.recorder.store = store
-        self.recorder.corrupt = False
-        if self.recorder.degraded:
-            self.log.info("state.recovered")
-        self.recorder.degraded = False
-        self.log.info("state.opened", path=str(store.path))
-        info = {
-            "pid": os.getpid(),
-            "boot_id": state.boot_id(),
-            "started": iso_utc(self.clock.now()),
-        }
-        self.recorder.mark("daemon", json.dumps(info))
-        for row in lost:
-            self.log.warning("job.lost", job=row.job, run_id=row.run_id, slot=iso_utc(row.slot))
-        if self.loop.schedule.entries:  # a reopen while serving: the view is gone or old
-            self._publish()
 
     def _publish(self) -> None:
         """The jobs as the daemon now sees them, into the store for `crond status`."""
@@ -203,86 +153,17 @@ class Daemon:
         """The store's copy of the moved next fires and cursors: on the loop's next turn,
         after the runs this wake started have settled (their `job.started`, their pipes)."""
         if self.recorder.store is not None:
-            asyncio.get_running_loop().call_soon(self._update_view, due, cursors)
-
-    def _update_view(self, due: list[Entry], cursors: list[tuple[str, datetime]]) -> None:
-        self.recorder.update_view([_view_row(entry) for entry in due], cursors)
-
-    def _resume(self) -> dict[str, datetime]:
-        """The cursors the previous daemon left, or none."""
-        store = self.recorder.store
-        if store is None:
-            return {}
-        try:
-            return store.cursors()
-        except state.StateError as exc:
-            self.recorder.failed(exc)
-            return {}
+            moved = [_view_row(entry) for entry in due]
+            asyncio.get_running_loop().call_soon(self.recorder.update_view, moved, cursors)
 
     def _start_reboot_jobs(self) -> None:
-        """`@reboot` jobs: once per host boot. The store remembers, per job, the boot it
-        last started in; without a store (or a boot id) every daemon start is a boot."""
-        now = self.clock.now()
-        boot = state.boot_id()
-        store = self.recorder.store
+        """`@reboot` jobs: once per host boot (the recorder remembers which boot)."""
+        now, boot = self.clock.now(), locate.boot_id()
         for job in self.cfg.jobs.values():
-            if not (job.reboot and job.settings.enabled):
-                continue
-            key = f"reboot:{job.name}"
-            mark = None
-            if store is not None and boot is not None:
-                try:
-                    if store.get_meta(key) == boot:
-                        continue
-                except state.StateError as exc:
-                    self.recorder.failed(exc)
-                mark = functools.partial(self.recorder.mark, key, boot)
-            self.loop.start_soon(job, now, before=mark)
-
-    # --- heartbeat --------------------------------------------------------------------
-
-    def _beat(self, now: datetime) -> None:
-        self.notifier.ping()
-        if self.state_dir is not None and (self.recorder.store is None or self.recorder.corrupt):
-            self._open_state()  # once per heartbeat at most: this is called once per heartbeat
-        elif self.recorder.store is not None:
-            try:
-                self.recorder.store.check_in_place()
-            except state.StateError as exc:
-                self.recorder.failed(exc, "state.unavailable")  # reopened at the next beat
-            try:
-                self.recorder.store.checkpoint()
-            except state.StateError as exc:
-                self.recorder.failed(exc)
-        self._write_liveness(now)
-
-    def _write_liveness(self, now: datetime, *, stopped: bool = False) -> None:
-        """The liveness file; `stopped`: the last one, after a clean stop (`crond health`
-        then says so, instead of "fresh" for a pid that is gone)."""
-        path = self._liveness_path()
-        if path is None:
-            return
-        nxt = None if stopped else self.loop.next_fire()
-        payload = {
-            "pid": os.getpid(),
-            "updated_at": iso_utc(now),
-            "jobs": len(self.cfg.jobs),
-            "running": self.loop.running_count(),
-            "next_fire": {"job": nxt[0], "at": iso_utc(nxt[1].at)} if nxt else None,
-            "heartbeat_s": self._heartbeat().total_seconds(),
-            "state": self._state_label(),
-            "stopped": stopped,
-        }
-        try:
-            liveness.write(path, payload)
-        except OSError as exc:
-            # Once per heartbeat at most: this is called once per heartbeat.
-            self.log.error("liveness.write_failed", path=str(path), error=str(exc))
-            self._liveness_failed = True
-        else:
-            if self._liveness_failed:
-                self.log.info("liveness.write_recovered", path=str(path))
-                self._liveness_failed = False
+            due = job.reboot and job.settings.enabled
+            if due and not self.recorder.ran_in_boot(job.name, boot):
+                mark = functools.partial(self.recorder.mark_boot, job.name, boot)
+                self.loop.start_soon(job, now, before=mark)
 
     # --- signals ----------------------------------------------------------------------
 
@@ -297,24 +178,10 @@ class Daemon:
         while self._reload_wanted and not self._signals:
             self._reload_wanted = False
             self.notifier.reloading()
-            new = await self._read()
+            new = await _read(self.path, self.log)
             if new is not None and not self._signals:
                 self._swap(*new)
             self.notifier.ready()
-
-    async def _read(self) -> tuple[LoadedConfig, str | None] | None:
-        """The file again, through the same checks as at start; None (logged) if refused."""
-        try:
-            return await asyncio.to_thread(loader.load_file, self.path)
-        except problems.ConfigError as exc:
-            self.log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
-            return None
-        except Exception as exc:  # noqa: BLE001  (a bug of the loader must not stop the jobs)
-            self.log.error(
-                "config.reload_failed",
-                errors=[f"{self.path}: could not be loaded ({type(exc).__name__}: {exc})"],
-            )
-            return None
 
     def _swap(self, new: LoadedConfig, digest: str | None) -> None:
         with loader.gc_paused():
@@ -322,9 +189,7 @@ class Daemon:
         self.cfg = new
         self.digest = digest
         self.specs = {name: spec for name, spec in self.specs.items() if name in new.jobs}
-        self.recorder.history = {name: job.settings.history for name, job in new.jobs.items()}
-        self.loop.heartbeat = self._heartbeat()
-        self.recorder.quiet = self.loop.heartbeat.total_seconds()
+        self._settings(new)
         self.log.info(
             "config.reloaded", added=diff.added, removed=diff.removed, changed=diff.changed
         )
@@ -369,11 +234,9 @@ class Daemon:
                 aio.add_signal_handler(signal.SIGHUP, self._on_hup)
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     aio.add_signal_handler(signum, self._on_stop, signum)
-                self._open_state()
-                jobs = self.cfg.jobs
-                self.recorder.history = {name: job.settings.history for name, job in jobs.items()}
+                self.recorder.open()
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
-                    self.loop.load(self.cfg.jobs, resume=self._resume())
+                    self.loop.load(self.cfg.jobs, resume=self.recorder.cursors())
                 self._start_reboot_jobs()
                 self.log.info(
                     "daemon.started",
@@ -392,9 +255,8 @@ class Daemon:
             if reap:
                 reap()
             self.notifier.close()
-            if self.recorder.store is not None:
-                self.recorder.store.close()
-        self._write_liveness(self.clock.now(), stopped=True)
+            self.recorder.close()
+        self.heartbeat.write_liveness(self.clock.now(), stopped=True)
         self.log.info("daemon.stopped")
         return 0
 
@@ -409,7 +271,7 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
             print(problem, file=sys.stderr)
         log.error("config.load_failed", errors=[str(p) for p in exc.problems])
         return 1
-    state_dir = state.resolve_dir(options.state_dir, cfg.daemon.state_dir)
+    state_dir = locate.resolve_dir(options.state_dir, cfg.daemon.state_dir)
     refusal = ownership.directory_problem(state_dir) if state_dir is not None else None
     if refusal is not None:  # as root, a directory others can write into: refused
         print(refusal, file=sys.stderr)
@@ -418,9 +280,29 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
     return asyncio.run(Daemon(path, cfg, options, log, SystemClock(), digest=digest).serve())
 
 
-def _view_row(entry: Entry) -> state.ViewRow:
+async def _read(path: Path, log: FilteringBoundLogger) -> tuple[LoadedConfig, str | None] | None:
+    """The file again, through the same checks as at start; None (logged) if refused."""
+    try:
+        return await asyncio.to_thread(loader.load_file, path)
+    except problems.ConfigError as exc:
+        log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
+        return None
+    except Exception as exc:  # noqa: BLE001  (a bug of the loader must not stop the jobs)
+        log.error(
+            "config.reload_failed",
+            errors=[f"{path}: could not be loaded ({type(exc).__name__}: {exc})"],
+        )
+        return None
+
+
+def _view_row(entry: Entry) -> ViewRow:
     job = entry.job
-    return state.view_row(entry.name, job.settings.enabled, job.schedule_text, entry.next_fire)
+    return view_row(entry.name, job.settings.enabled, job.schedule_text, entry.next_fire)
+
+
+def _opener(directory: Path) -> Callable[[bool], Store]:
+    """How the recorder opens the store in `directory` (again, and `aside` when damaged)."""
+    return lambda aside: locate.open_store(directory, aside=aside)
 
 
 def _raise_fd_limit() -> None:

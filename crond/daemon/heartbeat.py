@@ -1,0 +1,105 @@
+"""The heartbeat: what the scheduling loop does once per `daemon.heartbeat`, itself, so a
+stuck loop lets every sign of life go stale.
+
+Each beat pings the systemd watchdog, looks after the state store (opens it again if it
+is unavailable or was found damaged or gone, else checks it is still in place and
+checkpoints it), then rewrites the liveness file. A liveness file that cannot be written
+is logged (`liveness.write_failed`, once a beat) and scheduling goes on;
+`liveness.write_recovered` says when it works again. docs/running.md describes the file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from structlog.typing import FilteringBoundLogger
+
+from crond.clock import iso_utc
+from crond.daemon import liveness
+from crond.daemon.loop import Loop
+from crond.daemon.recorder import StoreRecorder
+from crond.daemon.systemd import Notifier
+
+if TYPE_CHECKING:
+    from crond.config.loaded import LoadedConfig
+
+
+class Heartbeat:
+    """The loop's `beat`, and the period it is called at. `on_reopen`: called when the
+    store opens again while jobs are scheduled (its view of them is gone or old)."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        recorder: StoreRecorder,
+        notifier: Notifier,
+        log: FilteringBoundLogger,
+        on_reopen: Callable[[], None],
+    ) -> None:
+        self.loop = loop
+        self.recorder = recorder
+        self.notifier = notifier
+        self.log = log
+        self.on_reopen = on_reopen
+        self.period = timedelta(seconds=10)
+        self.path: Path | None = None  # the liveness file; None: none is written
+        self.jobs = 0
+        self._failed = False  # the last write of the liveness file failed
+        loop.beat = self.beat
+
+    def configure(
+        self, cfg: LoadedConfig, *, liveness_file: Path | None, heartbeat: timedelta | None
+    ) -> None:
+        """The settings of a file just loaded; the flags of `crond run`, when given, win.
+        The watchdog, when systemd set one, is never let starve. The period is the loop's
+        (it calls `beat`), and the recorder's quiet time (a failing store is logged once a
+        heartbeat)."""
+        beat = heartbeat or cfg.daemon.heartbeat
+        if self.notifier.watchdog is not None:
+            beat = min(beat, self.notifier.watchdog)
+        self.period = self.loop.heartbeat = beat
+        self.recorder.quiet = beat.total_seconds()
+        configured = cfg.daemon.liveness_file
+        self.path = liveness_file or (Path(configured) if configured else None)
+        self.jobs = len(cfg.jobs)
+
+    def beat(self, now: datetime) -> None:
+        self.notifier.ping()
+        if self.recorder.wants_open():
+            # At most once a heartbeat: this is called once a heartbeat.
+            if self.recorder.open() and self.loop.schedule.entries:
+                self.on_reopen()
+        else:
+            self.recorder.check()
+        self.write_liveness(now)
+
+    def write_liveness(self, now: datetime, *, stopped: bool = False) -> None:
+        """The liveness file; `stopped`: the last one, after a clean stop (`crond health`
+        then says so, instead of "fresh" for a pid that is gone)."""
+        if self.path is None:
+            return
+        nxt = None if stopped else self.loop.next_fire()
+        payload = {
+            "pid": os.getpid(),
+            "updated_at": iso_utc(now),
+            "jobs": self.jobs,
+            "running": self.loop.running_count(),
+            "next_fire": {"job": nxt[0], "at": iso_utc(nxt[1].at)} if nxt else None,
+            "heartbeat_s": self.period.total_seconds(),
+            "state": self.recorder.label(),
+            "stopped": stopped,
+        }
+        try:
+            liveness.write(self.path, payload)
+        except OSError as exc:
+            # Once a heartbeat at most: this is called once a heartbeat.
+            self.log.error("liveness.write_failed", path=str(self.path), error=str(exc))
+            self._failed = True
+        else:
+            if self._failed:
+                self.log.info("liveness.write_recovered", path=str(self.path))
+                self._failed = False

@@ -1,0 +1,221 @@
+"""The daemon's policy for its state store: when to write, and what a failing store costs.
+
+The store is a help, never a hazard. A run is never delayed or refused because of it: a
+write that fails is logged (`state.write_failed`, at most once per `quiet` seconds — one
+heartbeat), the store is reported `degraded` in the liveness file until a write works
+again (`state.recovered`), and scheduling goes on unrecorded. A store that cannot be
+opened (`state.unavailable`), or that a write found damaged or gone, is opened again at
+the next heartbeat (`open`), a damaged file moved aside first (`state.moved_aside`).
+
+The recorder is the runner's Recorder: it turns runs into the plain values the store
+takes (crond/store/base.py). docs/state.md has the table of failures and what they do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
+
+from crond.clock import Clock, iso_utc
+from crond.store.base import Start, StateError, Store, ViewRow
+from crond.store.locate import boot_id
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+    from crond.run.runner import Run, RunResult
+
+T = TypeVar("T")
+# Opens the store: `aside` says it is known to be damaged (crond.store.locate.open_store).
+Opener = Callable[[bool], Store]
+
+
+class StoreRecorder:
+    """The runner's Recorder backed by a Store, or by nothing when the store is off
+    (`opener` None) or broken. Use it from the event loop's thread."""
+
+    def __init__(
+        self,
+        opener: Opener | None,
+        log: FilteringBoundLogger,
+        clock: Clock,
+        quiet: float = 10.0,
+    ) -> None:
+        self.opener = opener
+        self.store: Store | None = None
+        self.log = log
+        self.clock = clock
+        self.quiet = quiet
+        self.degraded = False
+        self.corrupt = False  # a write met damage, or the store is gone: open it afresh
+        self.history: dict[str, int] = {}  # job -> attempts kept; the store's default else
+        self._prepared: dict[str, int] = {}  # run id -> its first attempt's row (`prepare`)
+        self._logged_at: float | None = None
+        self._opened = False  # opened once: the runs a dead daemon left are closed
+
+    # --- the store's health -----------------------------------------------------------
+
+    def label(self) -> str:
+        """The store as the liveness file reports it: `off`, `ok` or `degraded`."""
+        if self.opener is None:
+            return "off"
+        return "ok" if self.store is not None and not self.degraded else "degraded"
+
+    def wants_open(self) -> bool:
+        """Whether there should be a store and there is none that works: not opened,
+        unavailable, or found damaged or gone."""
+        return self.opener is not None and (self.store is None or self.corrupt)
+
+    def open(self) -> bool:
+        """Open the store (again, after a failure or a damaged file); whether it opened.
+        Only at the first open are the runs a dead daemon left closed as lost: at a later
+        one the open rows may be this daemon's own runs (and a fresh store has none)."""
+        if self.opener is None:
+            return False
+        self.close()
+        try:
+            store = self.opener(self.corrupt)
+            lost = [] if self._opened else store.close_lost(self.clock.now())
+        except StateError as exc:
+            self.failed(exc, "state.unavailable")
+            return False
+        self._opened = True
+        if store.moved_aside is not None:
+            self.log.error("state.moved_aside", path=store.location, moved_to=store.moved_aside)
+        self.store = store
+        self.corrupt = False
+        if self.degraded:
+            self.degraded = False
+            self.log.info("state.recovered")
+        self.log.info("state.opened", path=store.location)
+        info = {"pid": os.getpid(), "boot_id": boot_id(), "started": iso_utc(self.clock.now())}
+        self.mark("daemon", json.dumps(info))  # for `crond status`: is its daemon alive?
+        for row in lost:
+            self.log.warning("job.lost", job=row.job, run_id=row.run_id, slot=iso_utc(row.slot))
+        return True
+
+    def check(self) -> None:
+        """The heartbeat's look at an open store: still in place (else `state.unavailable`,
+        and it is opened afresh at the next heartbeat), and checkpointed."""
+        if self.store is None:
+            return
+        try:
+            self.store.check_in_place()
+        except StateError as exc:
+            self.failed(exc, "state.unavailable")
+        try:
+            self.store.checkpoint()
+        except StateError as exc:
+            self.failed(exc)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def failed(self, exc: Exception, event: str = "state.write_failed") -> None:
+        """A failure of the store: degraded until a write works; logged at most once per
+        `quiet` seconds."""
+        self.degraded = True
+        if isinstance(exc, StateError) and exc.corrupt:
+            self.corrupt = True
+        now = self.clock.monotonic()
+        if self._logged_at is None or now - self._logged_at >= self.quiet:
+            self._logged_at = now
+            self.log.error(event, error=str(exc))
+
+    def _write(self, write: Callable[[Store], T]) -> T | None:
+        """One write (or read) of the store, if there is one: its result, or None (logged,
+        and the store marked degraded) when it failed. One that works ends a degraded spell."""
+        if self.store is None:
+            return None
+        try:
+            result = write(self.store)
+        except StateError as exc:
+            self.failed(exc)
+            return None
+        if self.degraded:
+            self.degraded = False
+            self.log.info("state.recovered")
+        return result
+
+    # --- runs -------------------------------------------------------------------------
+
+    def prepare(self, starts: Sequence[Start], *, started: datetime | None = None) -> None:
+        """Record the first attempts of a wake's runs in one commit, before any of them is
+        spawned, as started at `started` (default: now); each run's `started` then finds
+        its row."""
+        if not starts:
+            return
+        at = started or self.clock.now()
+        ids = self._write(lambda store: store.start_many(starts, at))
+        for start, row_id in zip(starts, ids or [], strict=False):
+            self._prepared[start.run_id] = row_id
+
+    def started(self, run: Run, attempt: int) -> object:
+        if attempt == 1 and self._prepared:
+            prepared = self._prepared.pop(run.run_id, None)
+            if prepared is not None:
+                return prepared
+        return self._write(
+            lambda store: store.start(
+                run.job,
+                run_id=run.run_id,
+                slot=run.slot,
+                attempt=attempt,
+                started=self.clock.now(),
+                cursor=run.slot,
+            )
+        )
+
+    def finished(self, token: object, run: Run, result: RunResult, tail: Sequence[str]) -> None:
+        if not isinstance(token, int):
+            return
+        self._write(
+            lambda store: store.finish(
+                token,
+                job=run.job,
+                run_id=run.run_id,
+                finished=self.clock.now(),
+                outcome=result.outcome.value,
+                exit_code=result.exit_code,
+                duration_s=result.duration_s,
+                output=tail,
+                keep=self.history.get(run.job),
+            )
+        )
+
+    # --- what the daemon keeps besides runs -------------------------------------------
+
+    def cursors(self) -> dict[str, datetime]:
+        """The cursors the previous daemon left, or none."""
+        return self._write(lambda store: store.cursors()) or {}
+
+    def ran_in_boot(self, job: str, boot: str | None) -> bool:
+        """Whether `job` (`@reboot`) started in this host boot. Without a store, or a boot
+        id, every daemon start counts as a boot."""
+        if self.store is None or boot is None:
+            return False
+        return self._write(lambda store: store.get_meta(f"reboot:{job}")) == boot
+
+    def mark_boot(self, job: str, boot: str | None) -> None:
+        """`job` (`@reboot`) starts in this boot: recorded before it is spawned."""
+        if boot is not None:
+            self.mark(f"reboot:{job}", boot)
+
+    def mark(self, key: str, value: str) -> None:
+        self._write(lambda store: store.set_meta(key, value))
+
+    def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
+        self._write(lambda store: store.publish_view(rows, digest))
+
+    def update_view(
+        self, moved: Sequence[ViewRow], cursors: Sequence[tuple[str, datetime]]
+    ) -> None:
+        """After a wake: next fires that moved, and cursors that moved with no run started
+        (slots missed or skipped: a restart must not take them for downtime)."""
+        if moved or cursors:
+            self._write(lambda store: store.update_view(moved, cursors))

@@ -1,0 +1,70 @@
+"""Where the state store is, and opening the one there: for the daemon (to write) and for
+`crond status`/`history` (to read). The implementation is chosen here, and only here:
+SQLite (crond/store/sqlite.py) is the one there is.
+
+Also the host's boot id, which the store is keyed by for `@reboot` and for telling whether
+the daemon that wrote it still runs. docs/state.md has where the store lives.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from crond.store import sqlite
+from crond.store.base import Reader, StateError, Store
+
+SYSTEM_DIR = Path("/var/lib/crond")
+
+
+def default_dir(environ: dict[str, str] | None = None) -> Path:
+    """`$STATE_DIRECTORY` (systemd's StateDirectory=), else /var/lib/crond as root, else
+    ~/.local/state/crond."""
+    env = os.environ if environ is None else environ
+    if env.get("STATE_DIRECTORY"):
+        return Path(env["STATE_DIRECTORY"].split(":")[0])
+    if os.geteuid() == 0:
+        return SYSTEM_DIR
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "crond"
+
+
+def resolve_dir(flag: str | None, configured: str | None) -> Path | None:
+    """Where the store lives: `--state-dir`, else the file's `daemon.state_dir`, else the
+    default place; None (no store) when the one that decides says `none`."""
+    chosen = flag or configured
+    if chosen is None:
+        return default_dir()
+    return None if chosen.strip().lower() == "none" else Path(chosen).expanduser()
+
+
+def open_store(directory: Path, *, aside: bool = False) -> Store:
+    """The daemon's store in `directory` (made if needed), locked for this process.
+    `aside`: it is known to be damaged: keep it under another name, start afresh.
+    Raises StateError."""
+    return sqlite.Store(directory, aside=aside)
+
+
+def open_reader(flag: str | None, configured: str | None) -> Reader:
+    """The store `crond status`/`history` should read: where `resolve_dir` says; and for a
+    user other than root with nothing chosen and nothing there, the system daemon's
+    (/var/lib/crond: a monitoring user in the `crond` group need not say so).
+    Raises StateError."""
+    directory = resolve_dir(flag, configured)
+    if directory is None:
+        raise StateError("no state store (state_dir: none): no run history is kept")
+    try:
+        return sqlite.Reader(directory)
+    except StateError:
+        fallback = flag is None and configured is None and directory != SYSTEM_DIR
+        if not fallback or not (SYSTEM_DIR / sqlite.DB_NAME).exists():
+            raise
+    return sqlite.Reader(SYSTEM_DIR)
+
+
+def boot_id() -> str | None:
+    """The kernel's id of this boot (changes at every boot), for `@reboot`."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None

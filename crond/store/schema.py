@@ -1,0 +1,172 @@
+"""The SQLite store's schema: its tables, its version, and the upgrades of older ones.
+
+The tables hold data only; what `crond status` prints is made from them in Python
+(crond/status.py). An older schema this crond knows is upgraded in place when the daemon
+opens the store, keeping history and cursors; a reader (`crond status`, `history`) never
+writes, so it says the daemon will do it. A newer or unknown schema is refused, never
+misread. docs/state.md says what is kept and how upgrades behave.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from crond.store.base import StateError
+
+SCHEMA_VERSION = 3
+# Older schemas `upgrade` brings to SCHEMA_VERSION: 1 (the first release with a store) and 2
+# (its view held copies of the summaries, and both kept `crond status`'s JSON in generated
+# columns maintained by triggers).
+UPGRADABLE = frozenset({"1", "2"})
+# The oldest SQLite whose SQL this module and crond/store/sqlite.py use: the upsert
+# (`INSERT ... ON CONFLICT DO UPDATE`) came in 3.24.0 (2018). Python 3.11 itself accepts
+# SQLite 3.7.15.
+MIN_SQLITE = (3, 24, 0)
+
+# One row a job, so `crond status` reads 10,000 rows, not a million: the newest attempt
+# and the last success (kept even when older than the history kept), instants already as
+# ISO-8601 text (formatting 50,000 of them was most of status's time).
+_SUMMARY_COLUMNS = """(
+    job TEXT PRIMARY KEY,
+    last_id INTEGER,
+    run_id TEXT,
+    slot TEXT,
+    attempt INTEGER,
+    started TEXT,
+    finished TEXT,
+    outcome TEXT,
+    exit_code INTEGER,
+    duration_s REAL,
+    success_run_id TEXT,
+    success_started TEXT,
+    success_finished TEXT,
+    success_duration_s REAL
+)"""
+_SUMMARY_NAMES = (
+    "job, last_id, run_id, slot, attempt, started, finished, outcome, exit_code, duration_s, "
+    "success_run_id, success_started, success_finished, success_duration_s"
+)
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cursors (job TEXT PRIMARY KEY, cursor REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS attempts (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    job TEXT NOT NULL,
+    slot REAL NOT NULL,
+    attempt INTEGER NOT NULL,
+    started REAL NOT NULL,
+    finished REAL,
+    outcome TEXT,
+    exit_code INTEGER,
+    duration_s REAL,
+    output TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_job ON attempts (job, id);
+CREATE INDEX IF NOT EXISTS attempts_open ON attempts (finished) WHERE finished IS NULL;
+CREATE TABLE IF NOT EXISTS summary {_SUMMARY_COLUMNS};
+-- The running daemon's view of its jobs, for a `crond status` that need not load the
+-- file again: written at each load (with the file's sha256 in meta `view_sha256`), next
+-- fires updated as they move.
+CREATE TABLE IF NOT EXISTS view (
+    pos INTEGER PRIMARY KEY,  -- the file's order: the rowid, so reading in order is a scan
+    job TEXT NOT NULL UNIQUE,
+    enabled INTEGER NOT NULL,
+    schedule TEXT NOT NULL,
+    next_at REAL,
+    next_text TEXT,
+    next_local TEXT,
+    next_note TEXT
+);
+-- Whether the view is behind (a stalled daemon): the earliest next fire, without a scan.
+CREATE INDEX IF NOT EXISTS view_next ON view (next_at);
+"""
+
+# Schemas 1 and 2 -> 3, in one transaction. The view is derived data, rebuilt at every
+# load: dropped (SCHEMA makes it again, empty) and its digest cleared, so no status trusts
+# it before the daemon publishes. The summary keeps its rows, without the generated JSON
+# columns (a generated column cannot be dropped by ALTER TABLE: the table is copied).
+_UPGRADE = f"""
+BEGIN;
+DROP TRIGGER IF EXISTS summary_INSERT;
+DROP TRIGGER IF EXISTS summary_UPDATE;
+DROP TABLE IF EXISTS view;
+CREATE TABLE summary_v{SCHEMA_VERSION} {_SUMMARY_COLUMNS};
+INSERT INTO summary_v{SCHEMA_VERSION} ({_SUMMARY_NAMES}) SELECT {_SUMMARY_NAMES} FROM summary;
+DROP TABLE summary;
+ALTER TABLE summary_v{SCHEMA_VERSION} RENAME TO summary;
+UPDATE meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema';
+UPDATE meta SET value = '' WHERE key = 'view_sha256';
+COMMIT;
+"""  # noqa: S608  (constant text)
+
+
+def check_sqlite() -> None:
+    """Refuse an SQLite library older than the SQL used here needs, saying so, rather than
+    failing later on a statement it cannot parse. Raises StateError."""
+    version = sqlite3.sqlite_version_info
+    if version < MIN_SQLITE:
+        need = ".".join(map(str, MIN_SQLITE))
+        have = ".".join(map(str, version))
+        raise StateError(
+            f"the SQLite library Python uses is {have}; crond's state store needs {need} or "
+            "newer (upgrade SQLite, or run without a store: state_dir: none)"
+        )
+
+
+def create(db: sqlite3.Connection) -> None:
+    """Make the tables that are missing, and say which schema the file has."""
+    db.executescript(SCHEMA)
+    db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+
+
+def upgrade(db: sqlite3.Connection, path: Path) -> None:
+    """An older schema this crond knows, brought to SCHEMA_VERSION in place, keeping
+    history, cursors and summaries. One way: an older crond then refuses the store."""
+    schema = schema_of(db)
+    if schema not in UPGRADABLE:
+        return
+    columns = {r[1] for r in db.execute("PRAGMA table_xinfo(summary)")}
+    if schema == "1" and not {"last_json", "success_json"} <= columns:
+        # Development builds wrote schema 1 before the summary had all its columns.
+        raise StateError(
+            f"{path}: written by a development build of crond (schema 1 without the "
+            "summaries' JSON); move the file away to start a fresh store"
+        )
+    db.executescript(_UPGRADE)
+
+
+def schema_of(db: sqlite3.Connection) -> str | None:
+    """The schema a store says it has; None for a new file (no meta table, or no row)."""
+    if "meta" not in _tables(db):
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    return None if row is None else str(row[0])
+
+
+def check(db: sqlite3.Connection, path: Path, *, empty_ok: bool = False) -> None:
+    """Refuse a store written by another version of crond's schema (a downgrade, or a file
+    that is not crond's): reading it as ours could only go wrong. `empty_ok`: a file with
+    no tables at all is a new store."""
+    tables = _tables(db)
+    if not tables and empty_ok:
+        return
+    if "meta" not in tables:
+        raise StateError(f"{path}: not a crond state store (no meta table)")
+    schema = schema_of(db)
+    if schema in UPGRADABLE:  # only a reader gets here: the daemon upgraded it first
+        raise StateError(
+            f"{path}: written by an older crond (schema {schema}); the daemon upgrades it in "
+            "place when it starts (history and cursors are kept): restart `crond run`"
+        )
+    if schema is not None and schema != str(SCHEMA_VERSION):
+        raise StateError(
+            f"{path}: written by another version of crond (schema {schema}, this one reads "
+            f"{SCHEMA_VERSION}); give this daemon another state_dir or move the file away"
+        )
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
