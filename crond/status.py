@@ -133,9 +133,9 @@ def open_reader_for(path: Path, flag: str | None) -> Reader:
 
 def _state_dir_hint(raw: bytes) -> str | None:
     """`daemon.state_dir` from the file's top-level `daemon:` block alone (its lines up to
-    the next top-level key), without reading the whole file. None if absent or unclear."""
-    import yaml  # noqa: PLC0415  (only here)
-
+    the next top-level key), without reading the whole file. None if absent or unclear.
+    Read by the project's bounded YAML reader: a block with a problem (an alias bomb, which
+    it refuses without expanding, among them) gives None, and status loads the file."""
     lines = raw.decode("utf-8", errors="replace").splitlines()
     for i, line in enumerate(lines):
         if not line.startswith("daemon:") and not line.startswith("daemon :"):
@@ -145,10 +145,12 @@ def _state_dir_hint(raw: bytes) -> str | None:
             if more and not more[0].isspace() and not more.startswith("#"):
                 break
             block.append(more)
-        try:
-            data = yaml.safe_load("\n".join(block))
-        except yaml.YAMLError:
+        from crond.config import yamlsource  # noqa: PLC0415  (~20 ms to import: only if needed)
+
+        source = yamlsource.parse("\n".join(block), keep=frozenset({"state_dir"}))
+        if source.problems:
             return None
+        data = source.data
         daemon = data.get("daemon") if isinstance(data, dict) else None
         value = daemon.get("state_dir") if isinstance(daemon, dict) else None
         return value if isinstance(value, str) else None

@@ -9,6 +9,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -870,3 +871,18 @@ def test_the_sqlite_store_is_a_store() -> None:
     assert writer is not None
     assert reader is not None
 
+
+def test_status_finds_the_state_dir_in_the_daemon_block_with_the_bounded_reader() -> None:
+    """`crond status` reads `daemon.state_dir` from that block alone, before loading the
+    file: with the bounded YAML reader, so an alias bomb there costs nothing."""
+    hint = status._state_dir_hint
+    text = "jobs:\n  a: {every: 1m, command: x}\ndaemon:\n  # here\n  state_dir: /srv/s\nx: 1\n"
+    assert hint(text.encode()) == "/srv/s"
+    assert hint(b"jobs: {}\n") is None
+    assert hint(b"daemon:\n  state_dir: [unclosed\n") is None
+    levels = ['  l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]
+    bomb = "daemon:\n" + "\n".join(levels) + "\n  state_dir: /srv/s\n"  # 9**10 nodes
+    began = time.monotonic()
+    assert hint(bomb.encode()) is None  # refused, not expanded
+    assert time.monotonic() - began < 2
