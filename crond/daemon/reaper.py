@@ -14,6 +14,8 @@ import signal
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from crond.run import procfs
+
 
 def _children() -> list[int]:
     """Our child pids: from /proc/self/task/*/children, else by scanning /proc for them."""
@@ -23,31 +25,18 @@ def _children() -> list[int]:
             pids.extend(int(p) for p in (task / "children").read_text().split())
     except (OSError, ValueError):
         me = os.getpid()
-        pids = [pid for pid in _all_pids() if _parent(pid) == me]
+        pids = [pid for pid in procfs.pids() if _parent(pid) == me]
     return pids
 
 
-def _all_pids() -> list[int]:
-    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
-
-
-def _stat_fields(pid: int) -> list[str]:
-    """Fields of /proc/PID/stat after the command name (state, ppid, ...)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return []
-    return stat[stat.rindex(")") + 2 :].split()
-
-
 def _parent(pid: int) -> int:
-    fields = _stat_fields(pid)
-    return int(fields[1]) if len(fields) > 1 else -1
+    stat = procfs.stat(pid)
+    return -1 if stat is None else stat.ppid
 
 
 def _is_zombie(pid: int) -> bool:
-    fields = _stat_fields(pid)
-    return bool(fields) and fields[0] == "Z"
+    stat = procfs.stat(pid)
+    return stat is not None and stat.state == "Z"
 
 
 def reap_orphans(owned: Collection[int]) -> int:
@@ -65,12 +54,12 @@ def reap_orphans(owned: Collection[int]) -> int:
 
 
 def install(
-    loop: asyncio.AbstractEventLoop, owned: Callable[[], Collection[int]]
+    event_loop: asyncio.AbstractEventLoop, owned: Callable[[], Collection[int]]
 ) -> Callable[[], None]:
     """Reap orphans on SIGCHLD from now on; returns the function that stops it."""
-    loop.add_signal_handler(signal.SIGCHLD, lambda: reap_orphans(owned()))
+    event_loop.add_signal_handler(signal.SIGCHLD, lambda: reap_orphans(owned()))
 
     def uninstall() -> None:
-        loop.remove_signal_handler(signal.SIGCHLD)
+        event_loop.remove_signal_handler(signal.SIGCHLD)
 
     return uninstall
