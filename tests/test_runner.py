@@ -29,9 +29,11 @@ from structlog.typing import FilteringBoundLogger
 from crond.clock import FakeClock, SystemClock
 from crond.config.loaded import LoadedJob
 from crond.config.loader import loads
-from crond.run import child, runner
-from crond.run.output import LINE_LIMIT, RUN_LIMIT, Watch
+from crond.daemon import reaper
+from crond.run import process, procfs, runner
+from crond.run.output import LINE_LIMIT, RUN_LIMIT
 from crond.run.runner import Outcome, Run, RunResult, RunSpec
+from crond.run.watch import Watch
 
 T = TypeVar("T")
 SLOT = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
@@ -155,6 +157,19 @@ def wait_exit(pid: int) -> None:
         select.select([pidfd], [], [], EVENT_WAIT)
     finally:
         os.close(pidfd)
+
+
+def zombie(pid: int) -> bool:
+    stat = procfs.stat(pid)
+    return stat is not None and stat.state == "Z"
+
+
+def until(condition: Callable[[], bool]) -> None:
+    """Wait until `condition` holds (a state the kernel reaches a moment after an event)."""
+    deadline = time.monotonic() + EVENT_WAIT
+    while not condition():
+        assert time.monotonic() < deadline, "never happened"
+        time.sleep(0.001)
 
 
 def python_job(code: str) -> list[str]:
@@ -324,7 +339,7 @@ def test_job_gets_only_stdin_stdout_stderr(workdir: str | None) -> None:
 def test_descriptors_the_daemon_inherited_are_not_passed_on() -> None:
     read_end, write_end = os.pipe()
     os.set_inheritable(write_end, True)  # like a descriptor crond's parent left open
-    child._seal_inherited_fds.cache_clear()
+    process._seal_inherited_fds.cache_clear()
     try:
         _, rec = run_once(spec(command=["ls", "/proc/self/fd"]))
     finally:
@@ -642,13 +657,13 @@ def test_children_share_one_epoll_that_is_gone_when_idle() -> None:
     rec = Recorder()
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
+        event_loop = asyncio.get_running_loop()
         runs = [start(spec(command="echo hi"), rec) for _ in range(3)]
-        assert loop not in Watch._of  # spawned; watched from the loop's next turn
+        assert event_loop not in Watch._of  # spawned; watched from the next turn
         await asyncio.sleep(0)
-        assert len(Watch._of[loop].callbacks) == 9  # two pipes and a pidfd each
+        assert len(Watch._of[event_loop].callbacks) == 9  # two pipes and a pidfd each
         await asyncio.gather(*(finish(run) for run in runs))
-        assert loop not in Watch._of
+        assert event_loop not in Watch._of
 
     go(main())
 
@@ -665,6 +680,62 @@ def test_many_runs_at_once() -> None:
     ids = {e["run_id"] for e in rec.named("job.started")}
     assert len(ids) == 50
     assert set(rec.lines()) == ids
+
+
+# --- the process mechanism and /proc -------------------------------------------------
+
+# A program name (comm) built to fool a naive /proc/PID/stat parser: a ")" and fields.
+TRICKY_COMM = "a) Z 1 2 (b"
+GROUP_LEADER = python_job(
+    f"""
+    import subprocess, sys
+    with open("/proc/self/comm", "w") as comm:
+        comm.write({TRICKY_COMM!r})
+    member = subprocess.Popen(["sleep", "300"])
+    print(member.pid, flush=True)
+    sys.stdin.read()  # until the test closes our stdin; never reaps the member
+    """
+)
+
+
+def test_procfs_reads_state_parent_and_group_of_a_real_process_group() -> None:
+    pipe = subprocess.PIPE
+    with subprocess.Popen(GROUP_LEADER, stdin=pipe, stdout=pipe, start_new_session=True) as leader:
+        assert leader.stdout is not None
+        assert leader.stdin is not None
+        try:
+            member = int(leader.stdout.readline())
+            assert Path(f"/proc/{leader.pid}/comm").read_text().strip() == TRICKY_COMM
+            stat = procfs.stat(leader.pid)
+            assert stat is not None
+            assert (stat.ppid, stat.pgrp, stat.live) == (os.getpid(), leader.pid, True)
+            stat = procfs.stat(member)
+            assert stat is not None
+            assert (stat.ppid, stat.pgrp, stat.live) == (leader.pid, leader.pid, True)
+            assert {member, leader.pid} <= set(procfs.pids())
+            assert process.group_alive(leader.pid)
+            os.kill(member, signal.SIGKILL)  # a zombie then: its parent never reaps it
+            until(lambda: zombie(member))
+            assert not procfs.stat(member).live  # type: ignore[union-attr]
+            assert process.group_alive(leader.pid)  # the leader still lives
+            leader.stdin.close()
+            until(lambda: zombie(leader.pid))  # its member: gone, or a zombie of init's
+            assert not process.group_alive(leader.pid)
+        finally:
+            leader.kill()
+    assert procfs.stat(leader.pid) is None
+
+
+def test_the_pid_1_reaper_reaps_zombie_children_it_does_not_own() -> None:
+    child = subprocess.Popen(["true"])
+    until(lambda: zombie(child.pid))
+    assert procfs.stat(child.pid).ppid == os.getpid()  # type: ignore[union-attr]
+    others = set(reaper._children()) - {child.pid}  # other tests' children: left alone
+    assert reaper.reap_orphans(others | {child.pid}) == 0  # owned: not ours to reap
+    assert procfs.stat(child.pid) is not None
+    assert reaper.reap_orphans(others) == 1
+    assert procfs.stat(child.pid) is None
+    child.returncode = 0  # reaped behind Popen's back: tell it
 
 
 # --- retries -------------------------------------------------------------------------

@@ -16,14 +16,13 @@ pipe. The choices, for the docs:
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import os
-import select
-from collections.abc import Callable
 from typing import Final
 
 from structlog.typing import FilteringBoundLogger
+
+from crond.run.watch import Watch
 
 LINE_LIMIT: Final = 8 * 1024
 RUN_LIMIT: Final = 1024 * 1024
@@ -32,46 +31,6 @@ _CHUNK: Final = 64 * 1024
 # The final drain after an attempt reads at most this many chunks, so that a process
 # that escaped the job's group and keeps writing cannot hold the runner.
 _FINAL_READS: Final = 64
-
-
-class Watch:
-    """The descriptors of a loop's children (pipes, pidfds) in one epoll of their own,
-    which is the loop's single reader. `loop.add_reader` costs tens of µs of Python per
-    descriptor, three per run: a burst of 1,000 spawns took about 15 % longer with it.
-    Here each is one `epoll_ctl`. The epoll exists while it watches something.
-    """
-
-    _of: dict[asyncio.AbstractEventLoop, Watch] = {}  # noqa: RUF012 -- one per live loop
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.epoll = select.epoll()
-        self.callbacks: dict[int, Callable[[], object]] = {}
-        loop.add_reader(self.epoll.fileno(), self._dispatch)
-
-    @classmethod
-    def add(cls, fd: int, callback: Callable[[], object]) -> None:
-        """Call `callback` (on the running loop) whenever `fd` is readable."""
-        loop = asyncio.get_running_loop()
-        watch = cls._of.get(loop) or cls._of.setdefault(loop, cls(loop))
-        watch.epoll.register(fd, select.EPOLLIN)
-        watch.callbacks[fd] = callback
-
-    @classmethod
-    def remove(cls, fd: int) -> None:
-        watch = cls._of[asyncio.get_running_loop()]
-        watch.epoll.unregister(fd)
-        del watch.callbacks[fd]
-        if not watch.callbacks:
-            del cls._of[watch.loop]
-            watch.loop.remove_reader(watch.epoll.fileno())
-            watch.epoll.close()
-
-    def _dispatch(self) -> None:
-        for fd, _ in self.epoll.poll(0):
-            callback = self.callbacks.get(fd)  # gone if an earlier callback removed it
-            if callback is not None:
-                callback()
 
 
 class Budget:
