@@ -1,7 +1,10 @@
-"""The pure planner: R9 grace, missed-slot coalescing, clock steps, overlap (a table)."""
+"""crond.when.plan: the pure planner (R9 grace, missed slots, clock steps, overlap,
+catch-up) as one table whose every row checks every field of the Decision, and the heap
+of next fires."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -9,7 +12,8 @@ import pytest
 
 from crond.config import loader
 from crond.config.loaded import LoadedJob
-from crond.when.plan import Entry, Schedule, make_entry, plan_entry
+from crond.when.plan import Decision, Entry, Missed, Schedule, make_entry, plan_entry
+from crond.when.timing import Fire, IntervalTiming
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -22,6 +26,11 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
+def fire(seconds: float) -> Fire:
+    """A fire of an `every` job or a cron job in UTC: `local` is the same instant."""
+    return Fire(at(seconds), at(seconds), None)
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -30,27 +39,32 @@ class Case:
     now: float
     running: int
     start: float | None
+    next: float | None  # the next fire the decision carries; None: never again
     skip: float | None = None
     missed: tuple[int, float, float] | None = None  # count, first, last
     replace: bool = False
     caught_up: int | None = None
 
 
+E1 = "every: 1m, command: x"
 CU = "every: 1m, grace: 5s, catchup: latest, catchup_window: 1h, command: x"
+C10 = "cron: '*/10 * * * *', grace: 5s, command: x"
 CASES = [
-    Case("nothing_due_yet", "every: 1m, command: x", 0, 30, 0, None),
-    Case("slot_due_on_time", "every: 1m, command: x", 0, 60, 0, 60),
-    Case("slot_due_a_little_late", "every: 1m, command: x", 0, 61.5, 0, 60),
-    Case("late_within_grace", "every: 1m, grace: 10s, command: x", 0, 70, 0, 60),
+    Case("nothing_due_yet", E1, 0, 30, 0, None, 60),
+    Case("slot_due_on_time", E1, 0, 60, 0, 60, 120),
+    Case("slot_due_a_little_late", E1, 0, 61.5, 0, 60, 120),
+    Case("late_by_exactly_grace_starts", "every: 1m, grace: 10s, command: x", 0, 70, 0, 60, 120),
     Case(
         "late_beyond_grace_is_missed",
         "every: 1m, grace: 10s, command: x",
         0,
-        71,
+        70.001,
         0,
         None,
+        120,
         missed=(1, 60, 60),
     ),
+    Case("two_due_now_on_the_second", E1, 0, 120, 0, 120, 180, missed=(1, 60, 60)),
     Case(
         "suspend_runs_latest_only",
         "every: 1m, grace: 5m, command: x",
@@ -58,6 +72,7 @@ CASES = [
         3600 + 5,
         0,
         3600,
+        3660,
         missed=(59, 60, 3540),
     ),
     Case(
@@ -67,6 +82,7 @@ CASES = [
         3600 + 30,
         0,
         None,
+        3660,
         missed=(60, 60, 3600),
     ),
     Case(
@@ -76,31 +92,110 @@ CASES = [
         3600.5,
         0,
         3600,
+        3601,
         missed=(3599, 1, 3599),
     ),
-    Case("clock_stepped_back_nothing_due", "every: 1m, command: x", 600, 300, 0, None),
-    Case("nothing_before_cursor", "every: 1m, command: x", 60, 61, 0, None),
-    Case("overlap_skip", "every: 1m, command: x", 0, 60, 1, None, skip=60),
-    Case("overlap_allow", "every: 1m, overlap: allow, command: x", 0, 60, 2, 60),
-    Case("overlap_replace", "every: 1m, overlap: replace, command: x", 0, 60, 1, 60, replace=True),
     Case(
-        "replace_without_running_is_plain", "every: 1m, overlap: replace, command: x", 0, 60, 0, 60
+        "interval_with_anchor_and_jitter",
+        "every: 1h, anchor: '2026-03-01T12:20:00Z', jitter: 1s, grace: 1h, command: x",
+        0,
+        3 * 3600,
+        0,
+        2 * 3600 + 1200.705,
+        3 * 3600 + 1200.705,
+        missed=(2, 1200.705, 3600 + 1200.705),
     ),
-    Case("disabled_never_starts", "every: 1m, enabled: false, command: x", 0, 60, 0, None),
-    Case("cron_minute_boundary", "cron: '* * * * *', command: x", 0, 60.002, 0, 60),
-    Case("catchup_within_grace_is_a_plain_late_start", CU, 0, 62, 0, 60),
-    Case("catchup_beyond_grace_one_run", CU, 0, 30 * 60 + 30, 0, 1800, caught_up=29),
-    Case("catchup_single_slot_beyond_grace", CU, 0, 90, 0, 60, caught_up=0),
+    # R9's cursor: slots at or before it are done with.
+    Case("clock_stepped_back_nothing_due", E1, 600, 300, 0, None, 660),
+    Case("now_at_the_cursor_nothing_due", E1, 60, 60, 0, None, 120),
+    Case("nothing_before_cursor", E1, 60, 61, 0, None, 120),
+    # overlap
+    Case("overlap_skip", E1, 0, 60, 1, None, 120, skip=60),
+    Case("overlap_skip_with_missed", E1, 0, 180, 1, None, 240, skip=180, missed=(2, 60, 120)),
+    Case("overlap_allow", "every: 1m, overlap: allow, command: x", 0, 60, 2, 60, 120),
+    Case(
+        "overlap_replace",
+        "every: 1m, overlap: replace, command: x",
+        0,
+        60,
+        1,
+        60,
+        120,
+        replace=True,
+    ),
+    Case(
+        "replace_without_running_is_plain",
+        "every: 1m, overlap: replace, command: x",
+        0,
+        60,
+        0,
+        60,
+        120,
+    ),
+    Case("disabled_never_starts", "every: 1m, enabled: false, command: x", 0, 60, 0, None, 120),
+    Case(
+        "disabled_two_due_nothing_missed",
+        "every: 1m, enabled: false, command: x",
+        0,
+        150,
+        0,
+        None,
+        180,
+    ),
+    Case("reboot_never_falls_due", "cron: '@reboot', command: x", 0, 86400, 0, None, None),
+    # cron jobs: their slots are walked, not counted by arithmetic
+    Case("cron_minute_boundary", "cron: '* * * * *', command: x", 0, 60.002, 0, 60, 120),
+    Case("cron_on_the_slot", C10, 0, 600, 0, 600, 1200),
+    Case("cron_two_due_now_on_the_second", C10, 0, 1200, 0, 1200, 1800, missed=(1, 600, 600)),
+    Case("cron_three_due", C10, 0, 1800, 0, 1800, 2400, missed=(2, 600, 1200)),
+    Case(
+        "cron_suspend_runs_latest_only",
+        "cron: '* * * * *', grace: 5m, command: x",
+        0,
+        3600 + 5,
+        0,
+        3600,
+        3660,
+        missed=(59, 60, 3540),
+    ),
+    Case("cron_beyond_grace_all_missed", C10, 0, 3630, 0, None, 4200, missed=(6, 600, 3600)),
+    Case("cron_overlap_skip", C10, 0, 1800, 1, None, 2400, skip=1800, missed=(2, 600, 1200)),
+    Case(
+        "cron_catchup",
+        C10 + ", catchup: latest, catchup_window: 1h",
+        0,
+        1830,
+        0,
+        1800,
+        2400,
+        caught_up=2,
+    ),
+    # catch-up (R9 with `catchup: latest`)
+    Case("catchup_within_grace_is_a_plain_late_start", CU, 0, 62, 0, 60, 120),
+    Case("catchup_beyond_grace_one_run", CU, 0, 30 * 60 + 30, 0, 1800, 1860, caught_up=29),
+    Case("catchup_single_slot_beyond_grace", CU, 0, 90, 0, 60, 120, caught_up=0),
+    Case(
+        "catchup_late_by_exactly_the_window",
+        "every: 1h, grace: 5s, catchup: latest, catchup_window: 10m, command: x",
+        0,
+        3600 + 600,
+        0,
+        3600,
+        7200,
+        caught_up=0,
+    ),
     Case(
         "catchup_older_than_window_missed",
         "every: 1h, grace: 5s, catchup: latest, catchup_window: 10m, command: x",
         0,
-        2 * 3600 + 1200,
+        2 * 3600 + 600.5,
         0,
         None,
+        3 * 3600,
         missed=(2, 3600, 7200),
     ),
-    Case("catchup_skipped_for_overlap", CU, 0, 630, 1, None, skip=600, missed=(9, 60, 540)),
+    Case("catchup_skipped_for_overlap", CU, 0, 630, 1, None, 660, skip=600, missed=(9, 60, 540)),
+    Case("catchup_single_slot_skipped_for_overlap", CU, 0, 90, 1, None, 120, skip=60),
     Case(
         "catchup_replace",
         "every: 1m, grace: 5s, catchup: latest, overlap: replace, command: x",
@@ -108,64 +203,95 @@ CASES = [
         630,
         1,
         600,
+        660,
         replace=True,
         caught_up=9,
     ),
 ]
 
 
+def _at(seconds: float | None) -> datetime | None:
+    return None if seconds is None else at(seconds)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_plan(case: Case) -> None:
     entry = make_entry(job(case.job), at(case.cursor))
     decision = plan_entry(entry, at(case.now), case.running)
-    assert decision.start == (at(case.start) if case.start is not None else None)
-    assert decision.skip == (at(case.skip) if case.skip is not None else None)
-    assert decision.replace is case.replace
-    assert decision.caught_up == case.caught_up
-    if case.missed is None:
-        assert decision.missed is None
-    else:
+    missed = None
+    if case.missed is not None:
         count, first, last = case.missed
-        assert decision.missed is not None
-        assert (decision.missed.count, decision.missed.first_slot, decision.missed.last_slot) == (
-            count,
-            at(first),
-            at(last),
-        )
-    assert decision.cursor == max(at(case.cursor), at(case.now))
+        missed = Missed(count, at(first), at(last))
+    assert decision == Decision(
+        job="j",
+        cursor=max(at(case.cursor), at(case.now)),
+        next_fire=None if case.next is None else fire(case.next),
+        start=_at(case.start),
+        skip=_at(case.skip),
+        replace=case.replace,
+        missed=missed,
+        caught_up=case.caught_up,
+    )
 
 
-def test_month_of_suspend_counts_without_walking_every_slot() -> None:
-    entry = make_entry(job("every: 1s, command: x"), T0)
-    now = T0 + timedelta(days=30, milliseconds=500)
-    decision = plan_entry(entry, now, 0)
-    assert decision.missed is not None
-    assert decision.missed.count == 30 * 86400 - 1
+class CountingInterval(IntervalTiming):
+    """An interval that counts the fires asked of it, and refuses to be walked."""
+
+    steps = 0
+
+    def next_after(self, t: datetime) -> Fire:
+        self.steps += 1
+        assert self.steps <= 10, "the planner walks the slots one by one"
+        return super().next_after(t)
+
+    def fires(self, after: datetime) -> Iterator[Fire]:
+        self.steps += 1
+        return super().fires(after)
+
+
+def test_month_of_suspend_is_counted_not_walked() -> None:
+    """An every-second job after a month's suspend: 2.6 million slots, counted with a
+    few steps (walked, they took seconds)."""
+    timing = CountingInterval(timedelta(seconds=1))
+    entry = Entry(job("every: 1s, command: x"), timing, T0)
+    decision = plan_entry(entry, T0 + timedelta(days=30, milliseconds=500), 0)
+    assert decision.missed == Missed(30 * 86400 - 1, at(1), T0 + timedelta(days=30, seconds=-1))
     assert decision.start == T0 + timedelta(days=30)
+    assert timing.steps <= 2  # the entry's first fire, and the next after now
+
+
+def test_an_entry_keeps_the_next_fire_it_is_given() -> None:
+    given = fire(3600)
+    entry = Entry(job(E1), IntervalTiming(timedelta(minutes=1)), T0, given)
+    assert entry.next_fire is given
+    assert entry.name == "j"
+    assert make_entry(job(E1, "other"), T0).next_fire == fire(60)
 
 
 def test_cursor_never_decreases_through_schedule() -> None:
     schedule = Schedule()
-    entry = make_entry(job("every: 1m, command: x"), at(120))
+    entry = make_entry(job(E1), at(120))
     schedule.put(entry)
     decision = plan_entry(entry, at(30), 0)  # the clock stepped back 90 s
     schedule.apply(entry, decision)
     assert entry.cursor == at(120)
-    assert entry.next_fire is not None
-    assert entry.next_fire.at == at(180)
+    assert entry.next_fire == fire(180)
+    assert schedule.next_due() == (at(180), "j")
 
 
-def test_plan_many_entries() -> None:
-    entries: list[Entry] = [make_entry(job("every: 1m, command: x", f"j{i}"), T0) for i in range(3)]
-    running = {"j1": 1}
-    decisions = [plan_entry(e, at(60), running.get(e.name, 0)) for e in entries]
-    assert [d.start for d in decisions] == [at(60), None, at(60)]
-    assert decisions[1].skip == at(60)
+def test_apply_moves_the_entry_on_the_heap() -> None:
+    schedule = Schedule()
+    entry = make_entry(job(E1), T0)
+    schedule.put(entry)
+    schedule.apply(entry, plan_entry(entry, at(60), 0))
+    assert (entry.cursor, entry.next_fire) == (at(60), fire(120))
+    assert schedule.pop_due(at(119.999)) == []
+    assert schedule.pop_due(at(120)) == [entry]  # due at its instant exactly
 
 
 def test_schedule_heap_pops_each_due_entry_once() -> None:
     schedule = Schedule()
-    a = make_entry(job("every: 1m, command: x", "a"), T0)
+    a = make_entry(job(E1, "a"), T0)
     b = make_entry(job("every: 2m, command: x", "b"), T0)
     schedule.put(a)
     schedule.put(b)
@@ -173,3 +299,48 @@ def test_schedule_heap_pops_each_due_entry_once() -> None:
     assert schedule.next_due() == (at(60), "a")
     assert [e.name for e in schedule.pop_due(at(120))] == ["a", "b"]
     assert schedule.pop_due(at(120)) == []
+    assert schedule.next_due() is None
+
+
+def test_entries_due_together_come_in_the_order_they_were_put() -> None:
+    schedule = Schedule()
+    names = ["m", "z", "a", "k"]
+    for name in names:
+        schedule.put(make_entry(job(E1, name), T0))
+    assert [e.name for e in schedule.pop_due(at(60))] == names
+
+
+def test_removed_entry_is_never_due() -> None:
+    schedule = Schedule()
+    a, b = make_entry(job(E1, "a"), T0), make_entry(job("every: 2m, command: x", "b"), T0)
+    schedule.put(a)
+    schedule.put(b)
+    assert schedule.remove("a") is a
+    assert schedule.remove("a") is None
+    assert schedule.remove("never-there") is None
+    assert schedule.entries == {"b": b}
+    assert schedule.next_due() == (at(120), "b")  # a's heap item is stale: skipped
+    assert schedule.pop_due(at(3600)) == [b]
+
+
+def test_a_replaced_entry_is_due_at_its_own_fire() -> None:
+    """A reload puts a new entry under the same name: the old heap item is stale."""
+    schedule = Schedule()
+    schedule.put(make_entry(job(E1), T0))
+    new = make_entry(job("every: 5m, command: x"), T0)
+    schedule.put(new)
+    assert schedule.next_due() == (at(300), "j")
+    assert schedule.pop_due(at(299)) == []
+    assert schedule.pop_due(at(300)) == [new]
+
+
+def test_entries_that_never_fall_due_stay_off_the_heap() -> None:
+    schedule = Schedule()
+    disabled = make_entry(job("every: 1m, enabled: false, command: x", "off"), T0)
+    reboot = make_entry(job("cron: '@reboot', command: x", "boot"), T0)
+    schedule.put(disabled)
+    schedule.put(reboot)
+    assert reboot.next_fire is None
+    assert set(schedule.entries) == {"off", "boot"}
+    assert schedule.next_due() is None
+    assert schedule.pop_due(at(86400)) == []
