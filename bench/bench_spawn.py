@@ -1,10 +1,11 @@
 """Spawn cost of the runner against a bare `subprocess.Popen` loop, in the same process.
 
-A burst of 1,000 runs of `sh -c 'date +%s.%N >> FILE'` started through `start_run` (as
-the daemon does when 1,000 jobs are due together), against a bare loop that Popens the
-same commands and then waits for them all. Per round: first spawn → last spawn, first
-spawn → all finished, and the spread of the children's own `date` stamps. Then one
-spawn's cost (the synchronous `start_run` call / a bare `Popen`), median over 200.
+A burst of 1,000 runs of `sh -c 'date +%s.%N >> FILE'` started through `start_run`, each
+driven in a task of one TaskGroup (as the daemon's loop does when 1,000 jobs are due
+together), against a bare loop that Popens the same commands and then waits for them
+all. Per round: first spawn → last spawn, first spawn → all finished, and the spread of
+the children's own `date` stamps. Then one spawn's cost (the synchronous `start_run`
+call / a bare `Popen`), median over 200.
 
 Figures are printed, not asserted (target: the burst within 1.5x the bare loop).
 Run: .venv/bin/python bench/bench_spawn.py [--runs 1000] [--rounds 5]
@@ -50,11 +51,12 @@ def stamp_spread(stamps: Path, expected: int) -> float:
 async def crond_burst(spec: runner.RunSpec, n: int, log: FilteringBoundLogger) -> Burst:
     clock = SystemClock()
     slot = clock.now()
-    c0, t0 = time.process_time(), time.perf_counter()
-    runs = [runner.start_run(spec, slot, clock=clock, log=log) for _ in range(n)]
-    c1, t1 = time.process_time(), time.perf_counter()
-    results = await asyncio.gather(*(run.wait() for run in runs))
-    t2 = time.perf_counter()
+    async with asyncio.TaskGroup() as tasks:
+        c0, t0 = time.process_time(), time.perf_counter()
+        runs = [runner.start_run(spec, slot, tasks=tasks, clock=clock, log=log) for _ in range(n)]
+        c1, t1 = time.process_time(), time.perf_counter()
+        results = await asyncio.gather(*(run.wait() for run in runs))
+        t2 = time.perf_counter()
     assert all(r.outcome is Outcome.SUCCESS for r in results)
     return t1 - t0, t2 - t0, c1 - c0
 
@@ -134,10 +136,11 @@ def single_spawns(count: int, tmp: Path, log: FilteringBoundLogger) -> None:
     async def alternate() -> None:
         clock = SystemClock()
         for _ in range(count):  # alternating, so both see the same machine load
-            t0 = time.perf_counter()
-            run = runner.start_run(spec, clock.now(), clock=clock, log=log)
-            costs["crond"].append(time.perf_counter() - t0)
-            await run.wait()
+            async with asyncio.TaskGroup() as tasks:
+                t0 = time.perf_counter()
+                run = runner.start_run(spec, clock.now(), tasks=tasks, clock=clock, log=log)
+                costs["crond"].append(time.perf_counter() - t0)
+                await run.wait()
             t0 = time.perf_counter()
             proc = subprocess.Popen(["/bin/sh", "-c", spec.argv[2]])
             costs["bare"].append(time.perf_counter() - t0)

@@ -1,12 +1,14 @@
 """The scheduling loop on a fake clock: days of schedule in milliseconds, no sleeping.
 
 Runs here are stand-ins the test finishes by hand: this tests *when* the loop starts
-runs, not how they run (test_runner.py and tests/e2e do that with real processes).
+runs, not how they run (test_runner.py and tests/e2e do that with real processes). The
+last test is the exception: that the loop owns its runs' work, with a real process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from crond.clock import FakeClock
 from crond.config import loader
 from crond.config.loaded import LoadedJob
 from crond.daemon.loop import Gate, Loop, RunHandle
+from crond.run import runner
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -47,6 +50,10 @@ class FakeRun:
     launched_at: datetime
     done: asyncio.Event = field(default_factory=asyncio.Event)
     stopped: bool = False
+
+    async def drive(self) -> object:
+        await self.done.wait()
+        return None
 
     async def wait(self) -> object:
         await self.done.wait()
@@ -454,3 +461,54 @@ async def test_with_a_lead_nothing_of_a_slot_is_logged_or_stopped_before_it() ->
         slot = T0 + timedelta(minutes=2)
         assert sorted(name for name, _ in at) == ["job.skipped", "stopped"]
         assert all(when >= slot for _, when in at), at
+
+
+# --- who owns a run's work: the loop, with real processes ------------------------------
+
+
+class RunLog(Events):
+    """Events, with what the real runner asks of a logger, and the first output seen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.output = asyncio.Event()
+
+    def bind(self, **_: Any) -> RunLog:
+        return self
+
+    def info(self, event: str, **kw: Any) -> None:
+        self._add(event, **kw)
+        if event == "job.output":
+            self.output.set()
+
+
+async def test_no_run_outlives_the_loop_a_cancelled_loop_kills_and_reaps_its_runs() -> None:
+    """Each run's work is a task of the loop's TaskGroup: when the loop's own task is
+    cancelled under a running job (the daemon torn down), the job's group is killed and
+    its process reaped before `Loop.run` ends, and no task of it is left behind."""
+    text = "jobs:\n  long: {every: 1h, command: 'echo ready; exec sleep 300'}\n"
+    clock, log = FakeClock(T0), RunLog()
+    logger = cast(FilteringBoundLogger, log)
+    runs: list[runner.Run] = []
+
+    def launch(job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
+        run = runner.Run(runner.spec_for(job), slot, clock=clock, log=logger, gate=gate)
+        runs.append(run)
+        return run
+
+    loop = Loop(clock=clock, log=logger, launch=launch, heartbeat=timedelta(seconds=10))
+    serving = asyncio.create_task(loop.run())
+    loop.start_soon(jobs(text)["long"], T0)
+    await asyncio.wait_for(log.output.wait(), 20)
+    pid = runs[0].pid
+    assert pid is not None
+    assert loop.running_count() == 1
+    serving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await serving
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+    with pytest.raises(ChildProcessError):  # reaped already
+        os.waitpid(pid, os.WNOHANG)
+    assert pid not in runner.owned_pids()
+    assert loop.running == {}
+    assert log.named("job.finished") == []  # cut short, not finished

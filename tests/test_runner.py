@@ -7,6 +7,7 @@ timeouts below are the jobs' own `timeout`/`kill_after`, kept short.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import select
@@ -16,7 +17,7 @@ import sys
 import textwrap
 import time
 import tracemalloc
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -29,7 +30,7 @@ from structlog.typing import FilteringBoundLogger
 from crond.clock import FakeClock, SystemClock
 from crond.config.loaded import LoadedJob
 from crond.config.loader import loads
-from crond.daemon import reaper
+from crond.daemon import lifecycle, reaper
 from crond.run import process, procfs, runner
 from crond.run.output import LINE_LIMIT, RUN_LIMIT
 from crond.run.runner import Outcome, Run, RunResult, RunSpec
@@ -50,8 +51,9 @@ class Recorder:
     """A structlog logger that keeps every event with its level, and lets a test wait for
     one to appear."""
 
-    def __init__(self) -> None:
+    def __init__(self, hook: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.events: list[dict[str, Any]] = []
+        self.hook = hook  # told every event as it is logged
         self._waiters: list[tuple[Callable[[dict[str, Any]], bool], asyncio.Future[None]]] = []
         wrapper = structlog.make_filtering_bound_logger(logging.NOTSET)
         self.log = cast(
@@ -61,6 +63,8 @@ class Recorder:
 
     def _record(self, level: str, event: dict[str, Any]) -> None:
         self.events.append({"level": level, **event})
+        if self.hook is not None:
+            self.hook(self.events[-1])
         for match, future in self._waiters:
             if not future.done() and match(self.events[-1]):
                 future.set_result(None)
@@ -100,13 +104,20 @@ def spec(base_env: dict[str, str] | None = None, **fields: Any) -> RunSpec:
     return runner.spec_for(make_job(**fields), base_env)
 
 
-def go(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
+def go(main: Callable[[asyncio.TaskGroup], Coroutine[Any, Any, T]]) -> T:
+    """Run `main` with a TaskGroup that owns the runs it starts, as the daemon's loop
+    does; bounded, so that a bug fails the test instead of hanging it."""
+
+    async def owner() -> T:
+        async with asyncio.timeout(EVENT_WAIT * 2), asyncio.TaskGroup() as tasks:
+            return await main(tasks)
+
+    return asyncio.run(owner())
 
 
-def start(the_spec: RunSpec, rec: Recorder, **kwargs: Any) -> Run:
+def start(the_spec: RunSpec, rec: Recorder, tasks: asyncio.TaskGroup | None, **kwargs: Any) -> Run:
     kwargs.setdefault("clock", SystemClock())
-    return runner.start_run(the_spec, SLOT, log=rec.log, **kwargs)
+    return runner.start_run(the_spec, SLOT, tasks=tasks, log=rec.log, **kwargs)
 
 
 async def finish(run: Run) -> RunResult:
@@ -116,10 +127,10 @@ async def finish(run: Run) -> RunResult:
 def run_once(the_spec: RunSpec, **kwargs: Any) -> tuple[RunResult, Recorder]:
     rec = Recorder()
 
-    async def main() -> RunResult:
-        return await finish(start(the_spec, rec, **kwargs))
+    async def main(tasks: asyncio.TaskGroup) -> RunResult:
+        return await finish(start(the_spec, rec, tasks, **kwargs))
 
-    return go(main()), rec
+    return go(main), rec
 
 
 def live_members(pgid: int) -> list[int]:
@@ -502,14 +513,14 @@ def test_process_that_left_the_group_does_not_hang_the_pump(tmp_path: Path) -> N
 def test_signal_from_outside_is_killed_and_not_retried() -> None:
     rec = Recorder()
 
-    async def main() -> RunResult:
-        run = start(spec(command="echo ready; sleep 300", retry={"attempts": 2}), rec)
+    async def main(tasks: asyncio.TaskGroup) -> RunResult:
+        run = start(spec(command="echo ready; sleep 300", retry={"attempts": 2}), rec, tasks)
         await rec.wait_line("ready")
         assert run.pid is not None
         os.killpg(run.pid, signal.SIGKILL)
         return await finish(run)
 
-    result = go(main())
+    result = go(main)
     assert (result.outcome, result.exit_code, result.attempt) == (Outcome.KILLED, -9, 1)
     assert rec.named("job.finished")[0]["level"] == "warning"
     assert rec.named("job.retrying") == []
@@ -523,15 +534,15 @@ def test_crash_signal_is_a_failure() -> None:
 def test_stop_sends_term_then_kill_and_is_killed() -> None:
     rec = Recorder()
 
-    async def main() -> RunResult:
-        run = start(spec(command=IGNORE_TERM, kill_after="300ms"), rec)
+    async def main(tasks: asyncio.TaskGroup) -> RunResult:
+        run = start(spec(command=IGNORE_TERM, kill_after="300ms"), rec, tasks)
         await rec.wait_line("ready")
         run.stop()
         run.stop()  # idempotent
         await rec.wait_line("got TERM")
         return await finish(run)
 
-    result = go(main())
+    result = go(main)
     assert (result.outcome, result.exit_code) == (Outcome.KILLED, -signal.SIGKILL)
     assert result.duration_s >= 0.3
     assert len(rec.named("job.finished")) == 1
@@ -540,28 +551,28 @@ def test_stop_sends_term_then_kill_and_is_killed() -> None:
 def test_stop_of_a_well_behaved_child_is_killed_by_term() -> None:
     rec = Recorder()
 
-    async def main() -> RunResult:
-        run = start(spec(command="echo ready; exec sleep 300"), rec)
+    async def main(tasks: asyncio.TaskGroup) -> RunResult:
+        run = start(spec(command="echo ready; exec sleep 300"), rec, tasks)
         await rec.wait_line("ready")
         run.stop()
         return await finish(run)
 
-    result = go(main())
+    result = go(main)
     assert (result.outcome, result.exit_code) == (Outcome.KILLED, -signal.SIGTERM)
 
 
 def test_kill_is_immediate() -> None:
     rec = Recorder()
 
-    async def main() -> RunResult:
-        run = start(spec(command=IGNORE_TERM, kill_after="1h"), rec)
+    async def main(tasks: asyncio.TaskGroup) -> RunResult:
+        run = start(spec(command=IGNORE_TERM, kill_after="1h"), rec, tasks)
         await rec.wait_line("ready")
         run.stop()
         await rec.wait_line("got TERM")
         run.kill()
         return await finish(run)
 
-    result = go(main())
+    result = go(main)
     assert (result.outcome, result.exit_code) == (Outcome.KILLED, -signal.SIGKILL)
 
 
@@ -570,14 +581,14 @@ def test_stop_and_kill_before_the_loop_turns() -> None:
     # loop's next turn. A stop or kill in between still works, and is logged in order.
     rec = Recorder()
 
-    async def main() -> list[RunResult]:
-        stopped = start(spec(command="exec sleep 300"), rec)
+    async def main(tasks: asyncio.TaskGroup) -> list[RunResult]:
+        stopped = start(spec(command="exec sleep 300"), rec, tasks)
         stopped.stop()
-        killed = start(spec(command=IGNORE_TERM, kill_after="1h"), rec)
+        killed = start(spec(command=IGNORE_TERM, kill_after="1h"), rec, tasks)
         killed.kill()
         return [await finish(stopped), await finish(killed)]
 
-    results = go(main())
+    results = go(main)
     assert [(r.outcome, r.exit_code) for r in results] == [
         (Outcome.KILLED, -signal.SIGTERM),
         (Outcome.KILLED, -signal.SIGKILL),
@@ -591,8 +602,8 @@ def test_stop_and_kill_before_the_loop_turns() -> None:
 def test_pid_and_owned_pids_track_the_child() -> None:
     rec = Recorder()
 
-    async def main() -> None:
-        run = start(spec(command="echo ready; exec sleep 300"), rec)
+    async def main(tasks: asyncio.TaskGroup) -> None:
+        run = start(spec(command="echo ready; exec sleep 300"), rec, tasks)
         pid = run.pid
         assert pid is not None
         assert pid in runner.owned_pids()
@@ -603,44 +614,98 @@ def test_pid_and_owned_pids_track_the_child() -> None:
         assert pid not in runner.owned_pids()
         assert run.done()
 
-    go(main())
+    go(main)
 
 
-def test_a_child_is_reaped_even_when_the_loop_shuts_down_under_it() -> None:
+def shut_down_under(
+    main: Callable[[asyncio.TaskGroup | None], Awaitable[None]], owned: bool
+) -> None:
+    """Run `main`, which starts runs and returns while they go on, then shut down under
+    them. `owned`: the runs' TaskGroup is the daemon loop's, and the task that holds it is
+    cancelled. Else they have no TaskGroup (start_run alone), and asyncio.run cancels
+    their tasks as it ends. Either way, no task may be left after that."""
+
+    async def daemon(returned: asyncio.Event) -> None:
+        async with asyncio.TaskGroup() as tasks:
+            await main(tasks)
+            returned.set()
+            await asyncio.get_running_loop().create_future()  # serves until cancelled
+
+    async def shutdown() -> None:
+        if not owned:
+            await main(None)
+            return
+        returned = asyncio.Event()
+        task = asyncio.create_task(daemon(returned))
+        await asyncio.wait_for(returned.wait(), EVENT_WAIT)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        assert asyncio.all_tasks() == {asyncio.current_task()}  # no run outlived its owner
+
+    asyncio.run(shutdown())
+
+
+OWNED = pytest.mark.parametrize("owned", [True, False], ids=["task-group", "no-task-group"])
+
+
+@OWNED
+def test_a_child_is_reaped_even_when_the_loop_shuts_down_under_it(owned: bool) -> None:
     rec = Recorder()
     pids: list[int] = []
 
-    async def main() -> None:
-        run = start(spec(command="echo ready; exec sleep 300"), rec)
+    async def main(tasks: asyncio.TaskGroup | None) -> None:
+        run = start(spec(command="echo ready; exec sleep 300"), rec, tasks)
         assert run.pid is not None
         pids.append(run.pid)
         await rec.wait_line("ready")
-        # Return with the run still going: asyncio.run cancels its task.
 
-    go(main())
+    shut_down_under(main, owned)
     with pytest.raises(ChildProcessError):
         os.waitpid(pids[0], os.WNOHANG)
     assert not Path(f"/proc/{pids[0]}").exists()
+    assert pids[0] not in runner.owned_pids()
 
 
-def test_leftovers_are_killed_when_the_loop_shuts_down_while_clearing_them() -> None:
+@OWNED
+def test_leftovers_are_killed_when_the_loop_shuts_down_while_clearing_them(owned: bool) -> None:
     rec = Recorder()
     leftover: list[int] = []
 
-    async def main() -> None:
-        run = start(spec(command="trap '' TERM; sleep 300 & echo $!", kill_after="1h"), rec)
+    async def main(tasks: asyncio.TaskGroup | None) -> None:
+        run = start(spec(command="trap '' TERM; sleep 300 & echo $!", kill_after="1h"), rec, tasks)
         await rec.wait_for(lambda e: e["event"] == "job.output")
         leftover.append(int(rec.lines()[0]))
         async with asyncio.timeout(EVENT_WAIT):
             while run.pid is not None:  # until the shell is reaped: then it is clearing
                 await asyncio.sleep(0.005)
         assert is_live(leftover[0])
-        # Return now: asyncio.run cancels the run's task, which must kill the leftover.
+        # The shutdown cancels the run's task, which must kill the leftover.
 
-    go(main())
+    shut_down_under(main, owned)
     wait_exit(leftover[0])  # SIGKILL is sent; its delivery takes a moment
     assert not is_live(leftover[0])
     assert rec.named("job.finished") == []
+
+
+def test_cancelling_a_waiter_does_not_cancel_the_run(tmp_path: Path) -> None:
+    rec = Recorder()
+    go_on = tmp_path / "go-on"
+
+    async def main(tasks: asyncio.TaskGroup) -> RunResult:
+        command = f"echo ready; while [ ! -e {go_on} ]; do sleep 0.01; done; echo done"
+        run = start(spec(command=command), rec, tasks)
+        waiter = asyncio.create_task(run.wait())
+        await rec.wait_line("ready")
+        waiter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiter
+        go_on.touch()
+        return await finish(run)
+
+    result = go(main)
+    assert result.outcome is Outcome.SUCCESS
+    assert rec.lines() == ["ready", "done"]
 
 
 def test_works_without_pidfd(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -656,30 +721,57 @@ def test_works_without_pidfd(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_children_share_one_epoll_that_is_gone_when_idle() -> None:
     rec = Recorder()
 
-    async def main() -> None:
+    async def main(tasks: asyncio.TaskGroup) -> None:
         event_loop = asyncio.get_running_loop()
-        runs = [start(spec(command="echo hi"), rec) for _ in range(3)]
+        runs = [start(spec(command="echo hi"), rec, tasks) for _ in range(3)]
         assert event_loop not in Watch._of  # spawned; watched from the next turn
         await asyncio.sleep(0)
         assert len(Watch._of[event_loop].callbacks) == 9  # two pipes and a pidfd each
         await asyncio.gather(*(finish(run) for run in runs))
         assert event_loop not in Watch._of
 
-    go(main())
+    go(main)
 
 
 def test_many_runs_at_once() -> None:
     rec = Recorder()
 
-    async def main() -> list[RunResult]:
-        runs = [start(spec(command="echo $CROND_RUN_ID"), rec) for _ in range(50)]
+    async def main(tasks: asyncio.TaskGroup) -> list[RunResult]:
+        runs = [start(spec(command="echo $CROND_RUN_ID"), rec, tasks) for _ in range(50)]
         return list(await asyncio.gather(*(finish(run) for run in runs)))
 
-    results = go(main())
+    results = go(main)
     assert all(r.outcome is Outcome.SUCCESS for r in results)
     ids = {e["run_id"] for e in rec.named("job.started")}
     assert len(ids) == 50
     assert set(rec.lines()) == ids
+
+
+def test_run_job_drives_its_run_in_a_task_group_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`crond run-job` (lifecycle.run_once): while the job runs, every task but the main
+    one was made by a TaskGroup; SIGINT stops the job as for a timeout (128 + SIGTERM)."""
+    made: set[asyncio.Task[Any]] = set()
+    seen: list[set[asyncio.Task[Any]]] = []
+    create_task = asyncio.TaskGroup.create_task
+
+    def recorded(group: asyncio.TaskGroup, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        task = create_task(group, coro, **kw)
+        made.add(task)
+        return task
+
+    def on_event(event: dict[str, Any]) -> None:
+        if event["event"] == "job.output" and event["line"] == "ready":
+            seen.append(asyncio.all_tasks())
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+
+    monkeypatch.setattr(asyncio.TaskGroup, "create_task", recorded)
+    rec = Recorder(on_event)
+    code = lifecycle.run_once(make_job(command="echo ready; exec sleep 300"), rec.log)
+    assert code == 128 + signal.SIGTERM
+    [tasks] = seen
+    assert len(tasks - made) == 1  # the main task alone is no TaskGroup's
+    assert tasks & made  # the run's
+    assert all(task.done() for task in made)
 
 
 # --- the process mechanism and /proc -------------------------------------------------
@@ -780,15 +872,15 @@ def test_failure_to_start_is_retried() -> None:
 def test_stop_during_the_retry_delay_ends_the_run_with_the_last_result() -> None:
     rec = Recorder()
 
-    async def main() -> RunResult:
-        run = start(spec(command="exit 5", retry={"attempts": 3, "delay": "1h"}), rec)
+    async def main(tasks: asyncio.TaskGroup) -> RunResult:
+        run = start(spec(command="exit 5", retry={"attempts": 3, "delay": "1h"}), rec, tasks)
         await rec.wait_for(lambda e: e["event"] == "job.retrying")
         assert run.attempt == 2
         assert run.pid is None
         run.stop()
         return await finish(run)
 
-    result = go(main())
+    result = go(main)
     assert (result.outcome, result.exit_code, result.attempt) == (Outcome.FAILED, 5, 1)
     assert len(rec.named("job.started")) == 1
 
@@ -972,12 +1064,12 @@ def test_iso_utc() -> None:
 
 
 def test_naive_slot_is_refused() -> None:
-    async def main() -> None:
+    async def main(tasks: asyncio.TaskGroup) -> None:
         naive, the_spec, log = datetime(2026, 1, 1), spec(command="true"), Recorder().log
         with pytest.raises(ValueError, match="aware"):
             runner.start_run(the_spec, naive, clock=SystemClock(), log=log)
 
-    go(main())
+    go(main)
 
 
 # --- the record of attempts ------------------------------------------------------------

@@ -114,12 +114,13 @@ class Daemon:
     # --- runs -------------------------------------------------------------------------
 
     def _launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
+        """A run of `job`, spawned now; the loop drives it in its TaskGroup."""
         cached = self.specs.get(job.name)
         if cached is None or cached[0] is not job:
             cached = (job, runner.spec_for(job, self.environ))
             self.specs[job.name] = cached
         run_id = self._run_ids.pop((job.name, slot), None)
-        return runner.start_run(
+        return runner.Run(
             cached[1],
             slot,
             run_id=run_id,
@@ -332,17 +333,19 @@ def run_once(job: LoadedJob, log: FilteringBoundLogger) -> int:
 
     async def main() -> int:
         clock = SystemClock()
-        run = runner.start_run(runner.spec_for(job), clock.now(), clock=clock, log=log)
-        aio = asyncio.get_running_loop()
-        stops = 0
+        async with asyncio.TaskGroup() as tasks:  # the run's work is a task of this group
+            spec = runner.spec_for(job)
+            run = runner.start_run(spec, clock.now(), tasks=tasks, clock=clock, log=log)
+            aio = asyncio.get_running_loop()
+            stops = 0
 
-        def on_signal() -> None:
-            nonlocal stops
-            stops += 1
-            run.stop() if stops == 1 else run.kill()
+            def on_signal() -> None:
+                nonlocal stops
+                stops += 1
+                run.stop() if stops == 1 else run.kill()
 
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            aio.add_signal_handler(signum, on_signal)
-        return exit_status(await run.wait())
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                aio.add_signal_handler(signum, on_signal)
+        return exit_status(await run.wait())  # done: the group has waited for it
 
     return asyncio.run(main())

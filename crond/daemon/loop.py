@@ -3,7 +3,8 @@
 The loop sleeps until the earliest next fire on the heap, never longer than one
 heartbeat, and re-reads the clock after every wake. It calls `beat` once per heartbeat
 (the liveness file and the systemd watchdog live there), so a stuck loop lets both go
-stale. Every run it starts is owned by its TaskGroup.
+stale. The work of every run it starts is a task of its TaskGroup (`Loop._start`): no
+run outlives `Loop.run`, and one cancelled with it kills and reaps its processes.
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ class RunHandle(Protocol):
 
     run_id: str
 
-    async def wait(self) -> object: ...
+    async def drive(self) -> object:
+        """The run's work, to its end: the loop awaits it once, in a task of its own."""
+        ...
+
+    async def wait(self) -> object:
+        """The run's end, for others: cancelling the waiter does not cancel the run."""
+        ...
 
     def stop(self) -> None: ...
 
@@ -43,6 +50,9 @@ Gate = Callable[[], None]
 
 
 class Launch(Protocol):
+    """Spawn a run of `job` for `slot` now (passing `gate` just before the spawn) and
+    return it; its work is then the loop's to drive."""
+
     def __call__(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> RunHandle: ...
 
 
@@ -262,19 +272,20 @@ class Loop:
             self._start(job, decision.start, gate)
 
     def _start(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> None:
-        run = self.launch(job, slot, gate)
+        run = self.launch(job, slot, gate)  # spawned now; the rest is a task of ours
         self.running.setdefault(job.name, []).append(run)
         self.idle.clear()
-        self._own(self._reap(job.name, run))
+        self._own(self._drive(job.name, run))
 
     async def _start_after(self, job: LoadedJob, slot: datetime, old: list[RunHandle]) -> None:
         await asyncio.gather(*(run.wait() for run in old))
         if not self._stopping:
             self._start(job, slot)
 
-    async def _reap(self, name: str, run: RunHandle) -> None:
+    async def _drive(self, name: str, run: RunHandle) -> None:
+        """A run's work, then its place in `running` given up (also when cancelled)."""
         try:
-            await run.wait()
+            await run.drive()
         finally:
             runs = self.running.get(name, [])
             if run in runs:

@@ -1,8 +1,11 @@
 """One run of a job: its attempts under one run_id, strung together with retries.
 
-`start_run` spawns attempt 1 synchronously (the scheduling loop makes the runs of a wake
-in one pass before their slot, and the first spawn waits at the gate it is handed until
-the slot) and returns a `Run`, whose own task waits for each attempt's end and retries.
+A `Run` spawns attempt 1 when it is made, synchronously: the scheduling loop makes the
+runs of a wake in one pass before their slot, and the first spawn waits at the gate it
+is handed until the slot. Its work from then on, `drive()` (wait for each attempt's end,
+retry), is a coroutine its owner runs in a task of its own TaskGroup: the scheduling
+loop's for the daemon (`Loop._start`), `crond run-job`'s for one run. `start_run` makes
+a run and hands its work to a TaskGroup in one call.
 
 - Retries: after failed or timeout, up to `retry.attempts` more attempts, same `run_id`,
   waiting `retry.delay_before(n)` on the monotonic clock. A killed attempt is never
@@ -75,37 +78,45 @@ class Recorder(Protocol):
     def finished(self, token: object, run: Run, result: RunResult, tail: Sequence[str]) -> None: ...
 
 
-_LIVE: set[Run] = set()  # strong references: the loop holds tasks only weakly
-
-
 def start_run(
     spec: RunSpec,
     slot: datetime,
     *,
+    tasks: asyncio.TaskGroup | None = None,
     run_id: str | None = None,
     clock: Clock,
     log: FilteringBoundLogger,
     recorder: Recorder | None = None,
     gate: Callable[[], None] | None = None,
 ) -> Run:
-    """Spawn attempt 1 of a run now (synchronously) and return the Run supervising it.
-    `gate`, if given, is called just before the spawn (everything else is ready then)."""
-    rid = run_id or new_run_id(clock.now())
-    return Run(spec, slot, rid, clock, log, recorder=recorder, gate=gate)
+    """Spawn attempt 1 of a run now (synchronously) and drive the rest of it in a task of
+    `tasks`. `gate`, if given, is called just before the spawn (everything else is ready
+    then).
+
+    Without `tasks`, the task is the Run's own, in no TaskGroup: for a test or a script
+    that awaits the run at once (asyncio.run cancels it at its end, which kills and
+    reaps what is left). The daemon and `crond run-job` always own their runs' tasks."""
+    run = Run(spec, slot, run_id=run_id, clock=clock, log=log, recorder=recorder, gate=gate)
+    name = f"crond-run-{spec.job}-{run.run_id}"
+    if tasks is not None:
+        tasks.create_task(run.drive(), name=name)
+    else:  # kept by the Run: the event loop holds tasks only weakly
+        run._task = asyncio.get_running_loop().create_task(run.drive(), name=name)
+    return run
 
 
 class Run:
     """One run of a job for one slot: all its attempts (retries keep run_id, attempt
-    counts 1, 2, ...). Made by `start_run`; the Run's own task does the rest."""
+    counts 1, 2, ...). Made with attempt 1 spawned; `drive()` does the rest."""
 
     def __init__(
         self,
         spec: RunSpec,
         slot: datetime,
-        run_id: str,
+        *,
+        run_id: str | None = None,
         clock: Clock,
         log: FilteringBoundLogger,
-        *,
         recorder: Recorder | None = None,
         gate: Callable[[], None] | None = None,
     ) -> None:
@@ -113,7 +124,7 @@ class Run:
             raise ValueError("slot must be an aware datetime")
         self.spec = spec
         self.job = spec.job
-        self.run_id = run_id
+        self.run_id = run_id or new_run_id(clock.now())
         self.slot = slot
         self.clock = clock
         # Every event of a run carries job and run_id. Binding also turns a lazy proxy
@@ -124,11 +135,11 @@ class Run:
         self.recorder = recorder
         self._stopping = False
         self._wake = asyncio.Event()
+        self._result: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
+        self._driven = False
+        self._task: asyncio.Task[RunResult] | None = None  # only from start_run alone
         self._attempt = 1
         self._current: Attempt | None = self._start_attempt(1, gate)
-        name = f"crond-run-{spec.job}-{run_id}"
-        self._task = asyncio.get_running_loop().create_task(self._drive(), name=name)
-        _LIVE.add(self)
 
     @property
     def attempt(self) -> int:
@@ -140,11 +151,11 @@ class Run:
         return None if self._current is None else self._current.pid
 
     def done(self) -> bool:
-        return self._task.done()
+        return self._result.done()
 
     async def wait(self) -> RunResult:
         """The final attempt's result. Cancelling the caller does not cancel the run."""
-        return await asyncio.shield(self._task)
+        return await asyncio.shield(self._result)
 
     def stop(self) -> None:
         """Stop as for a timeout (TERM, KILL after kill_after), outcome killed, no more
@@ -161,11 +172,23 @@ class Run:
         if self._current is not None:
             self._current.kill()
 
-    async def _drive(self) -> RunResult:
+    async def drive(self) -> RunResult:
+        """The run's work after its first spawn, to its end; its owner awaits it once, in
+        a task of its TaskGroup. Cancelled (the event loop shutting down), it kills the
+        current attempt's process group and reaps it before it ends."""
+        if self._driven:
+            raise RuntimeError(f"run {self.run_id} is already driven")
+        self._driven = True
         try:
-            return await self._attempts()
-        finally:
-            _LIVE.discard(self)
+            result = await self._attempts()
+        except asyncio.CancelledError:
+            self._result.cancel()  # its waiters are cancelled too
+            raise
+        except Exception as exc:
+            self._result.set_exception(exc)
+            raise
+        self._result.set_result(result)
+        return result
 
     async def _attempts(self) -> RunResult:
         while True:
