@@ -1,8 +1,10 @@
 """The process that runs the schedule: lifecycle, the loop around the plan, heartbeat.
 
-- `lifecycle`: start, signals (HUP reload, TERM drain), the state store's opening,
-  `crond run` and `crond run-job`;
+- `lifecycle`: start, signals (HUP reload, TERM drain), `crond run` and `crond run-job`;
 - `loop`: the async loop around `when.plan`: sleep, wake, plan, hand slots to the runner;
-- `liveness` and `systemd`: the heartbeat's outputs (the liveness file; sd_notify);
+- `recorder`: the daemon's policy for its state store: when to write, how a failing
+  store degrades and recovers, opening and reopening it;
+- `heartbeat`: what the loop does every heartbeat: the watchdog ping, the store's
+  check or reopen, the liveness file (written by `liveness`; sd_notify by `systemd`);
 - `reaper`: orphans reaped when crond is PID 1.
 """
