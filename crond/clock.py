@@ -16,15 +16,17 @@ if TYPE_CHECKING:
     import asyncio
 
 # Long epoll waits overrun by ~0.1 % of their length (docs/performance.md, "Why crond
-# behaves as it does").
-# So a long sleep ends a little before its target, and a short wait finishes the job.
+# behaves as it does"): a long sleep aims this much early, and a short one does the rest.
 _OVERRUN = 0.002
-_FINE = 0.0015
-# The event loop's timers wake up to 1 ms late (its epoll timeout is in whole ms, rounded
-# up), so the short wait aims _FINE early, and the last _BLOCK or less before the target
-# is slept with time.sleep (nanoseconds, plus ~0.05 ms of timer slack): it blocks the loop
-# that long at most, once per wake-up. Wake-ups measured 0.6-0.9 ms late before, 0.1 after.
-_BLOCK = 0.002
+# asyncio's timers wake up to 1 ms late (the event loop's epoll timeout is in whole
+# milliseconds, rounded up), so `sleep_until` returns up to that late: it never blocks the
+# loop to be exact. The loop wakes `lead` before a slot, and the lead covers that lateness
+# and the work done before the slot (`_READY`); `block_until` waits out what is left.
+_TIMER_LATE = 0.001
+# Planning one due job and committing its `started` row took 0.9-1.4 ms after a minute
+# asleep (caches cold), the spawn itself 0.5-0.9 ms: done before the slot, the first of
+# them no longer delays the job (bench_lag.py).
+_READY = 0.002
 # The last _SPIN before a slot `block_until` reads the clock in a loop instead of sleeping:
 # a sleeping CPU takes 0.1-0.3 ms to wake up (more after a minute idle), and the job's
 # spawn waits for it. At most this much CPU per wake that starts a job.
@@ -49,7 +51,9 @@ class Clock(Protocol):
 
     async def sleep_until(self, when: datetime) -> None:
         """Return at `when`, or after as long as `when` was away at the call, whichever
-        comes first: after a clock step the caller re-reads the clock and decides again."""
+        comes first: after a clock step the caller re-reads the clock and decides again.
+        Never before, and as little after as the event loop's timers allow (SystemClock:
+        up to ~1 ms); never blocking the event loop."""
         ...
 
     # How long before a slot the loop wakes to get ready for it (plan, record), so that
@@ -66,10 +70,7 @@ class SystemClock:
     """The real wall clock. `sleep_until` re-reads the clock after every wake, so a clock
     step or a suspend is seen at the next wake-up, never hidden by a stale deadline."""
 
-    # Planning one due job and committing its `started` row took 0.9-1.4 ms after a
-    # minute asleep (caches cold), the spawn itself 0.5-0.9 ms: done before the slot,
-    # the first of them no longer delays the job (bench_lag.py).
-    lead = timedelta(seconds=_BLOCK)
+    lead = timedelta(seconds=_TIMER_LATE + _READY)
 
     def now(self) -> datetime:
         return datetime.now(UTC)
@@ -85,11 +86,8 @@ class SystemClock:
             left = min((when - self.now()).total_seconds(), deadline - time.monotonic())
             if left <= 0:
                 return
-            if left <= _BLOCK:
-                time.sleep(left)
-                continue
-            # Sleep most of the way, then the short rest, so the overrun stays tiny.
-            await asyncio.sleep(left - (left * _OVERRUN + _FINE))
+            # Most of the way, then the rest: the overrun of a long wait stays small.
+            await asyncio.sleep(left - left * _OVERRUN)
 
     def block_until(self, when: datetime) -> None:
         # Bounded on the monotonic clock: a wall clock stepped back meanwhile must not

@@ -10,6 +10,8 @@ import asyncio
 import time
 from datetime import timedelta
 
+import pytest
+
 from crond.clock import SystemClock
 
 
@@ -32,7 +34,22 @@ async def test_sleep_until_returns_about_on_time() -> None:
     assert sorted(lates)[2] < 0.02
 
 
-async def test_sleep_until_blocks_the_loop_only_for_the_last_moment() -> None:
+async def test_sleep_until_never_blocks_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """However little is left, sleep_until awaits it: the blocking wait at a slot is the
+    loop's own (`block_until`, through its gate), never hidden in a sleep."""
+    clock = SystemClock()
+
+    def blocking(seconds: float) -> None:
+        raise AssertionError(f"time.sleep({seconds}) blocked the event loop")
+
+    monkeypatch.setattr(time, "sleep", blocking)
+    for seconds in (0.0002, 0.0015, 0.0025, 0.02):
+        when = clock.now() + timedelta(seconds=seconds)
+        await clock.sleep_until(when)
+        assert clock.now() >= when
+
+
+async def test_other_tasks_run_while_sleep_until_waits() -> None:
     clock = SystemClock()
     ticks = 0
 
