@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 LOCAL = "local"
+_LOCALTIME = Path("/etc/localtime")  # the host's zone, when $TZ names none
 
 
 class ZoneError(ValueError):
@@ -87,12 +88,11 @@ def _read_host_zone() -> zoneinfo.ZoneInfo:
             return zoneinfo.ZoneInfo(tz)
         except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
             pass
-    localtime = Path("/etc/localtime")
     try:
-        target = str(localtime.resolve())
+        target = str(_LOCALTIME.resolve())
         if "/zoneinfo/" in target:
             return zoneinfo.ZoneInfo(target.split("/zoneinfo/", 1)[1])
-        with localtime.open("rb") as fh:
+        with _LOCALTIME.open("rb") as fh:
             return zoneinfo.ZoneInfo.from_file(fh, key="localtime")
     except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
         return zoneinfo.ZoneInfo("UTC")
