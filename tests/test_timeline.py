@@ -7,11 +7,15 @@ from __future__ import annotations
 import importlib
 import itertools
 import zoneinfo
-from datetime import timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from crond.when import timeline
+from crond.when.timeline import EPOCH, Jump, Stretch
+from tests.test_timing_oracle import _tzif
 
 
 def test_tzdata_transitions_are_far_enough_apart_for_the_probe() -> None:
@@ -47,3 +51,79 @@ def test_only_zones_with_a_single_offset_are_steady() -> None:
             assert offsets == {timedelta(seconds=offset)}, key
             steady.append(key)
     assert "UTC" in steady
+
+
+# A zone of its own around an edge of the probed data: +1 h a minute before the edge, back
+# 5 days and 17 s after it, and +30 min at a second no 12-hour probe lands on.
+EDGE = 50 * timeline.CHUNK  # 2022-07-27T00:00Z
+FORWARD, BACK, LATER = EDGE - 60, EDGE + 5 * 86400 + 17, EDGE + 20 * 86400 + 12345
+ZONE = _tzif(0, [(FORWARD, 3600), (BACK, 0), (LATER, 1800)])
+F, B, L = Jump(FORWARD, 0, 3600), Jump(BACK, 3600, 0), Jump(LATER, 0, 1800)
+NEAR = timeline.NEAR
+
+STRETCHES = [
+    (FORWARD - 1, Stretch(49 * timeline.CHUNK, FORWARD, 0, None)),
+    (FORWARD, Stretch(FORWARD, EDGE, 3600, F)),
+    (EDGE - 1, Stretch(FORWARD, EDGE, 3600, F)),
+    (EDGE, Stretch(EDGE, BACK, 3600, None)),  # a chunk's edge carries no rule
+    (BACK - 1, Stretch(EDGE, BACK, 3600, None)),
+    (BACK, Stretch(BACK, LATER, 0, B)),
+    (LATER, Stretch(LATER, 51 * timeline.CHUNK, 1800, L)),
+    (51 * timeline.CHUNK + 5, Stretch(51 * timeline.CHUNK, 52 * timeline.CHUNK, 1800, None)),
+]
+
+
+@pytest.mark.parametrize(("u", "stretch"), STRETCHES)
+def test_the_stretch_holding_an_instant(u: int, stretch: Stretch) -> None:
+    assert timeline.stretch_at(ZONE, u) == stretch
+    assert timeline.stretch_at(ZONE, u) == stretch  # again, from the last one found
+
+
+# (u, the transition at or before u less than NEAR before it, the first one after u at
+# most NEAR after it)
+NEIGHBOURS = [
+    (FORWARD - NEAR - 1, None, None),
+    (FORWARD - NEAR, None, F),
+    (FORWARD - 1, None, F),
+    (FORWARD, F, None),
+    (EDGE + 10, F, None),  # across the chunk's edge
+    (FORWARD + NEAR - 1, F, None),
+    (FORWARD + NEAR, None, None),
+    (BACK - NEAR, None, B),
+    (BACK - NEAR - 1, None, None),
+    (BACK + NEAR - 1, B, None),
+    (BACK + NEAR, None, None),
+]
+
+
+@pytest.mark.parametrize(("u", "back", "ahead"), NEIGHBOURS)
+def test_the_transitions_near_an_instant(u: int, back: Jump | None, ahead: Jump | None) -> None:
+    stretch = timeline.stretch_at(ZONE, u)
+    assert timeline.jump_back(ZONE, stretch, u) == back
+    assert timeline.jump_ahead(ZONE, stretch, u) == ahead
+
+
+def test_transitions_between_two_instants() -> None:
+    assert list(timeline.jumps_between(ZONE, FORWARD, BACK)) == [F]
+    assert list(timeline.jumps_between(ZONE, FORWARD + 1, BACK + 1)) == [B]
+    assert list(timeline.jumps_between(ZONE, 0, 60 * timeline.CHUNK)) == [F, B, L]
+    assert list(timeline.jumps_between(ZONE, LATER + 1, 60 * timeline.CHUNK)) == []
+
+
+@pytest.mark.parametrize(
+    ("instant", "second"),
+    [
+        (EPOCH, 0),
+        (EPOCH + timedelta(seconds=90, microseconds=999_999), 90),
+        (EPOCH - timedelta(microseconds=1), -1),
+        (datetime(2026, 3, 8, 3, 0, tzinfo=ZoneInfo("America/New_York")), 1772953200),
+    ],
+)
+def test_instants_as_epoch_seconds(instant: datetime, second: int) -> None:
+    assert timeline.seconds(instant) == second
+    assert timeline.seconds(instant) == second  # again: the same object, remembered
+
+
+def test_naive_instants_are_refused() -> None:
+    with pytest.raises(ValueError, match="has no time zone; crond compares UTC instants"):
+        timeline.seconds(datetime(2026, 1, 1))
