@@ -115,7 +115,7 @@ def go(main: Callable[[asyncio.TaskGroup], Coroutine[Any, Any, T]]) -> T:
     return asyncio.run(owner())
 
 
-def start(the_spec: RunSpec, rec: Recorder, tasks: asyncio.TaskGroup | None, **kwargs: Any) -> Run:
+def start(the_spec: RunSpec, rec: Recorder, tasks: asyncio.TaskGroup, **kwargs: Any) -> Run:
     kwargs.setdefault("clock", SystemClock())
     return runner.start_run(the_spec, SLOT, tasks=tasks, log=rec.log, **kwargs)
 
@@ -617,13 +617,10 @@ def test_pid_and_owned_pids_track_the_child() -> None:
     go(main)
 
 
-def shut_down_under(
-    main: Callable[[asyncio.TaskGroup | None], Awaitable[None]], owned: bool
-) -> None:
+def shut_down_under(main: Callable[[asyncio.TaskGroup], Awaitable[None]]) -> None:
     """Run `main`, which starts runs and returns while they go on, then shut down under
-    them. `owned`: the runs' TaskGroup is the daemon loop's, and the task that holds it is
-    cancelled. Else they have no TaskGroup (start_run alone), and asyncio.run cancels
-    their tasks as it ends. Either way, no task may be left after that."""
+    them: the runs' TaskGroup is the daemon loop's, and the task that holds it is
+    cancelled. No task may be left after that."""
 
     async def daemon(returned: asyncio.Event) -> None:
         async with asyncio.TaskGroup() as tasks:
@@ -632,9 +629,6 @@ def shut_down_under(
             await asyncio.get_running_loop().create_future()  # serves until cancelled
 
     async def shutdown() -> None:
-        if not owned:
-            await main(None)
-            return
         returned = asyncio.Event()
         task = asyncio.create_task(daemon(returned))
         await asyncio.wait_for(returned.wait(), EVENT_WAIT)
@@ -646,33 +640,28 @@ def shut_down_under(
     asyncio.run(shutdown())
 
 
-OWNED = pytest.mark.parametrize("owned", [True, False], ids=["task-group", "no-task-group"])
-
-
-@OWNED
-def test_a_child_is_reaped_even_when_the_loop_shuts_down_under_it(owned: bool) -> None:
+def test_a_child_is_reaped_even_when_the_loop_shuts_down_under_it() -> None:
     rec = Recorder()
     pids: list[int] = []
 
-    async def main(tasks: asyncio.TaskGroup | None) -> None:
+    async def main(tasks: asyncio.TaskGroup) -> None:
         run = start(spec(command="echo ready; exec sleep 300"), rec, tasks)
         assert run.pid is not None
         pids.append(run.pid)
         await rec.wait_line("ready")
 
-    shut_down_under(main, owned)
+    shut_down_under(main)
     with pytest.raises(ChildProcessError):
         os.waitpid(pids[0], os.WNOHANG)
     assert not Path(f"/proc/{pids[0]}").exists()
     assert pids[0] not in runner.owned_pids()
 
 
-@OWNED
-def test_leftovers_are_killed_when_the_loop_shuts_down_while_clearing_them(owned: bool) -> None:
+def test_leftovers_are_killed_when_the_loop_shuts_down_while_clearing_them() -> None:
     rec = Recorder()
     leftover: list[int] = []
 
-    async def main(tasks: asyncio.TaskGroup | None) -> None:
+    async def main(tasks: asyncio.TaskGroup) -> None:
         run = start(spec(command="trap '' TERM; sleep 300 & echo $!", kill_after="1h"), rec, tasks)
         await rec.wait_for(lambda e: e["event"] == "job.output")
         leftover.append(int(rec.lines()[0]))
@@ -682,7 +671,7 @@ def test_leftovers_are_killed_when_the_loop_shuts_down_while_clearing_them(owned
         assert is_live(leftover[0])
         # The shutdown cancels the run's task, which must kill the leftover.
 
-    shut_down_under(main, owned)
+    shut_down_under(main)
     wait_exit(leftover[0])  # SIGKILL is sent; its delivery takes a moment
     assert not is_live(leftover[0])
     assert rec.named("job.finished") == []
@@ -1067,7 +1056,7 @@ def test_naive_slot_is_refused() -> None:
     async def main(tasks: asyncio.TaskGroup) -> None:
         naive, the_spec, log = datetime(2026, 1, 1), spec(command="true"), Recorder().log
         with pytest.raises(ValueError, match="aware"):
-            runner.start_run(the_spec, naive, clock=SystemClock(), log=log)
+            runner.start_run(the_spec, naive, tasks=tasks, clock=SystemClock(), log=log)
 
     go(main)
 

@@ -146,10 +146,16 @@ def _run(recorder: StoreRecorder, command: str) -> None:
     log = cast(FilteringBoundLogger, _Log())
 
     async def main() -> None:
-        run = runner.start_run(
-            runner.spec_for(_job(command)), T0, clock=SystemClock(), log=log, recorder=recorder
-        )
-        await run.wait()
+        async with asyncio.TaskGroup() as tasks:
+            run = runner.start_run(
+                runner.spec_for(_job(command)),
+                T0,
+                tasks=tasks,
+                clock=SystemClock(),
+                log=log,
+                recorder=recorder,
+            )
+            await run.wait()
 
     asyncio.run(main())
 

@@ -82,7 +82,7 @@ def start_run(
     spec: RunSpec,
     slot: datetime,
     *,
-    tasks: asyncio.TaskGroup | None = None,
+    tasks: asyncio.TaskGroup,
     run_id: str | None = None,
     clock: Clock,
     log: FilteringBoundLogger,
@@ -90,18 +90,10 @@ def start_run(
     gate: Callable[[], None] | None = None,
 ) -> Run:
     """Spawn attempt 1 of a run now (synchronously) and drive the rest of it in a task of
-    `tasks`. `gate`, if given, is called just before the spawn (everything else is ready
-    then).
-
-    Without `tasks`, the task is the Run's own, in no TaskGroup: for a test or a script
-    that awaits the run at once (asyncio.run cancels it at its end, which kills and
-    reaps what is left). The daemon and `crond run-job` always own their runs' tasks."""
+    `tasks`, whose owner sees it fail or end. `gate`, if given, is called just before the
+    spawn (everything else is ready then)."""
     run = Run(spec, slot, run_id=run_id, clock=clock, log=log, recorder=recorder, gate=gate)
-    name = f"crond-run-{spec.job}-{run.run_id}"
-    if tasks is not None:
-        tasks.create_task(run.drive(), name=name)
-    else:  # kept by the Run: the event loop holds tasks only weakly
-        run._task = asyncio.get_running_loop().create_task(run.drive(), name=name)
+    tasks.create_task(run.drive(), name=f"crond-run-{spec.job}-{run.run_id}")
     return run
 
 
@@ -137,7 +129,6 @@ class Run:
         self._wake = asyncio.Event()
         self._result: asyncio.Future[RunResult] = asyncio.get_running_loop().create_future()
         self._driven = False
-        self._task: asyncio.Task[RunResult] | None = None  # only from start_run alone
         self._attempt = 1
         self._current: Attempt | None = self._start_attempt(1, gate)
 
