@@ -5,7 +5,10 @@ located.
   validate, and wrap each job (`loaded`);
 - `model`: the pydantic models, one field a line, with their checks;
 - `loaded`: what the rest of crond gets: LoadedConfig, LoadedJob;
-- `yamlsource`: the YAML reader (every node located; aliases, depth and tags bounded);
-- `problems`: located problems and crond's wording of pydantic's errors;
+- `yamlsource`: the YAML reader (every node located; aliases, depth and tags bounded),
+  with `yamlscalars` (how a scalar is typed, which tags are allowed) and `yamlerrors`
+  (YAML's own errors in crond's words);
+- `problems`: located problems and crond's wording of pydantic's errors; `wording`:
+  how a value is shown in a message (escaped, shortened, a secret by its kind);
 - `durations`: `90s`, `1h30m`.
 """

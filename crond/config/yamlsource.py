@@ -6,49 +6,41 @@ PyYAML's constructor. That builder:
 
 - gives every mapping key and every value a 1-based (line, column), so that config
   errors point at the exact place (`Source.locate`);
-- types plain scalars as PyYAML's SafeLoader does (YAML 1.1: `5` is an int, `on` is
-  True), but keeps mapping keys as written (`off:` is the text "off");
+- types plain scalars as PyYAML's SafeLoader does (`yamlscalars`), but keeps mapping
+  keys as written (`off:` is the text "off");
 - refuses, as located problems, what a loader would silently accept or choke on:
   duplicate keys and anchors, tags other than those of plain data, merges (`<<`) of
   anything but mappings, nesting deeper than `MAX_DEPTH`, and aliases that stand for
   more than `MAX_ALIAS_NODES` nodes in all (an "alias bomb" costs nothing to write and
   everything to expand).
 
-`parse` never raises: every problem is a `SourceProblem` with its place.
+`parse` never raises: every problem is a `SourceProblem` with its place (YAML's own
+errors in crond's words: `yamlerrors`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import yaml
 
+from crond.config import yamlerrors
 from crond.config.wording import quote, show
+from crond.config.yamlscalars import (
+    MAPPING_TAGS,
+    SEQUENCE_TAGS,
+    BadScalarError,
+    Scalars,
+    unsupported_tag,
+)
 
 Path = tuple[str | int, ...]
 
 MAX_DEPTH = 64  # lists and mappings inside each other; a schedules file needs about 5
 MAX_ALIAS_NODES = 100_000  # the nodes all aliases of a file stand for, together
-MAX_INT_TEXT = 1000  # characters of an integer (past this, building it costs too much)
 DUPLICATE = "(duplicate)"  # the last part of a path under which a duplicate's value stands
-
-_TAG = "tag:yaml.org,2002:"
-_STR, _INT = _TAG + "str", _TAG + "int"
-# The tags of plain data, which a schedules file may spell out (`!!str 5`). `!` is
-# YAML's "non-specific" tag: the value is typed as if untagged.
-_SCALAR_TAGS = frozenset(_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp"))
-_SEQUENCE_TAGS = frozenset({None, "!", _TAG + "seq"})
-_MAPPING_TAGS = frozenset({None, "!", _TAG + "map"})
-# PyYAML's YAML 1.1 implicit resolvers key on a plain scalar's first character: one that
-# starts with any other character is a string, and skips the resolver. "" (for the
-# empty value, null) must resolve too.
-_MAYBE_TYPED = frozenset("yYnNtTfFoO-+0123456789.<~=") | {""}
-# What YAML refuses to read: controls (but tab and line breaks), surrogates, U+FFFE/F.
-_UNREADABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 
 
 class Mark(NamedTuple):
@@ -123,67 +115,6 @@ def _mark(event: Any) -> Mark:
     return Mark(start.line + 1, start.column + 1)
 
 
-class BadScalarError(ValueError):
-    """A scalar that cannot be built: a bad tag, or a typed value that is not valid
-    (`0x_`, `2026-02-30`). args: (message, message without the value)."""
-
-
-class _Scalars:
-    """Scalars (`5`, `true`, `null`, `!!str 5`) as PyYAML's SafeLoader types them."""
-
-    def __init__(self) -> None:
-        self.helper = yaml.SafeLoader("")  # its resolver and constructor, for typed scalars
-        self.resolved: dict[str, str] = {}  # `5m`, `1h` repeat thousands of times
-
-    def value(self, event: Any) -> Any:
-        text: str = event.value
-        tag = event.tag
-        if tag is None or tag == "!":
-            if not event.implicit[0] or text[:1] not in _MAYBE_TYPED:
-                return text
-            tag = self.resolved.get(text)
-            if tag is None:
-                node_type = yaml.ScalarNode
-                resolved = self.helper.resolve(node_type, text, (True, False))  # type: ignore[no-untyped-call]
-                tag = self.resolved[text] = str(resolved)
-        elif tag not in _SCALAR_TAGS:
-            message = _unsupported_tag(tag, "a scalar")
-            raise BadScalarError(message, message)
-        if tag == _STR:
-            return text
-        if tag == _INT and len(text) > MAX_INT_TEXT:
-            why = f"an integer with too many digits (more than {MAX_INT_TEXT})"
-            fix = "quote it to keep it as text"
-            raise BadScalarError(f"{quote(text)} is {why}; {fix}", f"the value is {why}; {fix}")
-        try:
-            return self.helper.construct_object(yaml.ScalarNode(tag, text), deep=True)
-        # PyYAML's constructors fail in many ways on values they cannot build (`0x_`,
-        # `2026-02-30`, `!!bool foo`: ValueError, KeyError, AttributeError, IndexError...):
-        # every one of them is a mistake in the file, never crond's.
-        except Exception as exc:  # noqa: BLE001
-            raise _bad_scalar(event, tag, exc) from None
-
-
-def _bad_scalar(event: Any, tag: str, exc: Exception) -> BadScalarError:
-    kind = tag.rsplit(":", 1)[-1]
-    why = f" ({exc})" if type(exc) is ValueError else ""  # PyYAML's own words
-    if event.tag in (None, "!"):
-        reads = f"reads as a YAML {kind} but is not a valid one"
-        fix = "quote it to keep it as text"
-    else:
-        shown = event.tag.replace(_TAG, "!!")
-        reads, fix = f"is not a valid {shown}", f"remove the {shown} tag or fix the value"
-    return BadScalarError(f"{quote(event.value)} {reads}{why}; {fix}", f"the value {reads}; {fix}")
-
-
-def _unsupported_tag(tag: str, what: str) -> str:
-    shown = quote(tag.replace(_TAG, "!!"))
-    return (
-        f"the tag {shown} is not allowed on {what}: crond reads plain data (text, numbers, "
-        "true/false, null, timestamps, lists and mappings); remove the tag"
-    )
-
-
 class _Anchor(NamedTuple):
     value: Any
     nodes: int  # how many nodes it is, counting what its own aliases stand for
@@ -199,7 +130,7 @@ class _Builder:
         self.get: Callable[[], Any] = loader.get_event
         self.source = source
         self.keep = keep  # see `parse`
-        self.scalar = _Scalars().value
+        self.scalar = Scalars().value
         self.anchors: dict[str, _Anchor] = {}
         self.building: set[str] = set()  # anchors whose node is not complete yet
         self.depth = 0  # lists and mappings open around the current node
@@ -265,17 +196,17 @@ class _Builder:
                 self.source.written[path] = event.value
             return value
         if kind is yaml.SequenceStartEvent:
-            tags, what = _SEQUENCE_TAGS, "a list"
+            tags, what = SEQUENCE_TAGS, "a list"
         elif kind is yaml.MappingStartEvent:
-            tags, what = _MAPPING_TAGS, "a mapping"
+            tags, what = MAPPING_TAGS, "a mapping"
         else:  # pragma: no cover - the parser emits nothing else inside a document
             raise TypeError(f"unexpected YAML event {event}")
         tag: str | None = event.tag
         if tag not in tags:
-            self.problem(_mark(event), path, _unsupported_tag(tag or "", what))
+            self.problem(_mark(event), path, unsupported_tag(tag or "", what))
         if self.depth >= MAX_DEPTH:
             self.problem(_mark(event), path, _TOO_DEEP)
-            self.skip()
+            _skip(self.get, self.anchors)
             return None
         self.depth += 1
         self.deepest = max(self.deepest, self.depth)
@@ -383,20 +314,6 @@ class _Builder:
                 self.problem(self.source.locate(where), where, _bad_merge(item))
         return found
 
-    def skip(self) -> None:
-        """Past the end of the list or mapping just started, building nothing."""
-        open_collections = 1
-        while open_collections:
-            event = self.get()
-            kind = type(event)
-            if kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
-                open_collections += 1
-            elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
-                open_collections -= 1
-            anchor = getattr(event, "anchor", None)
-            if anchor is not None and kind is not yaml.AliasEvent:
-                self.anchors.setdefault(anchor, _Anchor(None, 1, 0))  # said already
-
     def problem(self, mark: Mark, path: Path, message: str, without_value: str = "") -> None:
         self.source.problems.append(SourceProblem(mark, path, message, without_value))
 
@@ -456,7 +373,8 @@ def parse(text: str, keep: frozenset[str] | None = None) -> Source:
         mark = exc.problem_mark or exc.context_mark
         where = Mark(mark.line + 1, mark.column + 1) if mark else Mark(1, 1)
         what = " ".join(part for part in (exc.context, exc.problem) if part)
-        message = f"YAML syntax error: {what}{_syntax_hint(text, where, what)}"
+        hint = yamlerrors.syntax_hint(text, where.line, where.column, what)
+        message = f"YAML syntax error: {what}{hint}"
         return Source(data=None, problems=[SourceProblem(where, (), message)])
     except yaml.YAMLError as exc:
         return Source(data=None, problems=[SourceProblem(Mark(1, 1), (), f"YAML error: {exc}")])
@@ -465,36 +383,22 @@ def parse(text: str, keep: frozenset[str] | None = None) -> Source:
     return source
 
 
+def _skip(get: Callable[[], Any], anchors: dict[str, _Anchor]) -> None:
+    """Past the end of the list or mapping just started, building nothing; its anchors
+    are known (as null: its problem is said already), so their aliases are not unknown."""
+    open_collections = 1
+    while open_collections:
+        event = get()
+        kind = type(event)
+        if kind is yaml.SequenceStartEvent or kind is yaml.MappingStartEvent:
+            open_collections += 1
+        elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+            open_collections -= 1
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None and kind is not yaml.AliasEvent:
+            anchors.setdefault(anchor, _Anchor(None, 1, 0))
+
+
 def _unreadable(text: str) -> Source:
-    """The first character YAML refuses to read, at its line and column (PyYAML says
-    only "position N", counted differently by its two readers)."""
-    found = _UNREADABLE.search(text)
-    if found is None:  # pragma: no cover - the reader refused a character we allow
-        return Source(data=None, problems=[SourceProblem(Mark(1, 1), (), "unreadable text")])
-    at = found.start()
-    line, line_start = 1, 0
-    for brk in _LINE_BREAK.finditer(text, 0, at):
-        line, line_start = line + 1, brk.end()
-    code = ord(found.group())
-    message = (
-        f"the character U+{code:04X} cannot appear in a YAML file (control characters, lone "
-        "surrogates, U+FFFE and U+FFFF cannot); remove it, or inside a double-quoted value "
-        f'write it as an escape ("\\u{code:04x}")'
-    )
-    return Source(data=None, problems=[SourceProblem(Mark(line, at - line_start + 1), (), message)])
-
-
-def _syntax_hint(text: str, where: Mark, what: str) -> str:
-    """What usually causes the syntax errors people meet most in a schedules file."""
-    lines = text.splitlines()
-    line = lines[where.line - 1] if 0 < where.line <= len(lines) else ""
-    if "\t" in line[: where.column]:
-        return " (a tab: YAML indents with spaces only)"
-    if "mapping values are not allowed" in what:
-        return ' (a value with ": " in it must be quoted, e.g. command: "echo a: b")'
-    if "expected <document start>" in what:
-        first = next((x for x in lines if x.strip() and not x.lstrip().startswith("#")), "")
-        indent = len(first) - len(first.lstrip(" "))
-        if len(line) - len(line.lstrip(" ")) < indent:
-            return " (this line is indented less than the file's first line)"
-    return ""
+    line, column, message = yamlerrors.unreadable(text)
+    return Source(data=None, problems=[SourceProblem(Mark(line, column), (), message)])
