@@ -8,15 +8,15 @@ import gc
 import json
 import os
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from crond import __version__
+from crond import cliparams as params
 from crond.clock import SystemClock
-from crond.config import durations
 from crond.daemon import liveness
 from crond.store import locate
 from crond.store.base import Reader, StateError
@@ -42,57 +42,6 @@ atexit.register(gc.freeze)
 # located error (and JSON with --json), from the one reader of the file.
 _FILE = click.Path(path_type=Path)
 _FILE_OR_STDIN = click.Path(path_type=Path, allow_dash=True)  # `-`: standard input
-
-
-class _DurationType(click.ParamType[timedelta]):
-    name = "duration"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> timedelta:
-        try:
-            return durations.parse_duration(value)
-        except durations.DurationError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-class _InstantType(click.ParamType[datetime]):
-    name = "instant"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> datetime:
-        if isinstance(value, datetime):
-            return value
-        try:
-            parsed = datetime.fromisoformat(
-                str(value).replace("Z", "+00:00").replace("z", "+00:00")
-            )
-        except ValueError:
-            self.fail(
-                f'"{value}" is not an ISO-8601 instant (e.g. 2026-03-08T00:00:00Z)', param, ctx
-            )
-        if parsed.tzinfo is None:
-            example = parsed.isoformat(timespec="seconds")
-            self.fail(f'"{value}" has no offset; add Z or +01:00 (e.g. {example}Z)', param, ctx)
-        return parsed.astimezone(UTC)
-
-
-class _HeartbeatType(_DurationType):
-    """A duration the file's `daemon.heartbeat` would take: 100 ms or more."""
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> timedelta:
-        beat = super().convert(value, param, ctx)
-        if beat < timedelta(milliseconds=100):
-            self.fail(f'"{value}" is too short: a heartbeat is at least 100ms', param, ctx)
-        return beat
-
-
-DURATION = _DurationType()
-HEARTBEAT = _HeartbeatType()
-INSTANT = _InstantType()
 
 
 def _load(path: Path, *, check_owner: bool) -> LoadedConfig:
@@ -182,7 +131,7 @@ def schema() -> None:
 @click.option(
     "--from",
     "start",
-    type=INSTANT,
+    type=params.INSTANT,
     default=None,
     help="Start after this instant (ISO-8601 with offset; default now).",
 )
@@ -219,7 +168,7 @@ def next_(
 )
 @click.option(
     "--heartbeat",
-    type=HEARTBEAT,
+    type=params.HEARTBEAT,
     default=None,
     help="How often to rewrite the liveness file (overrides daemon.heartbeat; at least 100ms).",
 )
@@ -285,7 +234,7 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
 )
 @click.option(
     "--max-age",
-    type=DURATION,
+    type=params.DURATION,
     default=None,
     help="Stale when older than this (default: 3 heartbeats + 1s).",
 )

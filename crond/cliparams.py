@@ -1,0 +1,61 @@
+"""The kinds of value the `crond` command line takes (durations, a heartbeat, an
+instant), each refused with a message that says what would be right."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import click
+
+from crond.config import durations
+
+
+class _DurationType(click.ParamType[timedelta]):
+    name = "duration"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        try:
+            return durations.parse_duration(value)
+        except durations.DurationError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class _InstantType(click.ParamType[datetime]):
+    name = "instant"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            parsed = datetime.fromisoformat(
+                str(value).replace("Z", "+00:00").replace("z", "+00:00")
+            )
+        except ValueError:
+            self.fail(
+                f'"{value}" is not an ISO-8601 instant (e.g. 2026-03-08T00:00:00Z)', param, ctx
+            )
+        if parsed.tzinfo is None:
+            example = parsed.isoformat(timespec="seconds")
+            self.fail(f'"{value}" has no offset; add Z or +01:00 (e.g. {example}Z)', param, ctx)
+        return parsed.astimezone(UTC)
+
+
+class _HeartbeatType(_DurationType):
+    """A duration the file's `daemon.heartbeat` would take: 100 ms or more."""
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        beat = super().convert(value, param, ctx)
+        if beat < timedelta(milliseconds=100):
+            self.fail(f'"{value}" is too short: a heartbeat is at least 100ms', param, ctx)
+        return beat
+
+
+DURATION = _DurationType()
+HEARTBEAT = _HeartbeatType()
+INSTANT = _InstantType()
