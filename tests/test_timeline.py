@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import zoneinfo
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -15,6 +15,7 @@ import pytest
 
 from crond.when import timeline
 from crond.when.timeline import EPOCH, Jump, Stretch
+from crond.when.timing import CronTiming, parse_cron
 from tests.test_timing_oracle import _tzif
 
 
@@ -127,3 +128,40 @@ def test_instants_as_epoch_seconds(instant: datetime, second: int) -> None:
 def test_naive_instants_are_refused() -> None:
     with pytest.raises(ValueError, match="has no time zone; crond compares UTC instants"):
         timeline.seconds(datetime(2026, 1, 1))
+
+
+def test_each_chunk_of_a_zone_is_probed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two years of fires probe the zone's data once per chunk (docs/schedules.md: found
+    once per zone), however many fires and transitions they cross."""
+    monkeypatch.setattr(timeline, "_chunks", {})
+    monkeypatch.setattr(timeline, "_last_stretch", {})
+    probed: list[int] = []
+    probe = timeline._probe
+
+    def counting(zone: tzinfo, index: int) -> timeline._Chunk:
+        probed.append(index)
+        return probe(zone, index)
+
+    monkeypatch.setattr(timeline, "_probe", counting)
+    fires = CronTiming(parse_cron("30 1,2 * * *"), ZoneInfo("America/New_York")).fires(
+        datetime(2026, 1, 1, tzinfo=UTC)
+    )
+    for _ in range(2 * 730):
+        next(fires)
+    assert sorted(probed) == sorted(set(probed))
+    assert len(probed) <= 4
+
+
+def test_the_stretch_of_consecutive_instants_is_found_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timeline, "_last_stretch", {})
+    found: list[int] = []
+    find = timeline._find_stretch
+
+    def counting(zone: tzinfo, u: int) -> Stretch:
+        found.append(u)
+        return find(zone, u)
+
+    monkeypatch.setattr(timeline, "_find_stretch", counting)
+    for u in range(FORWARD, EDGE, 3600):
+        assert timeline.stretch_at(ZONE, u) == Stretch(FORWARD, EDGE, 3600, F)
+    assert found == [FORWARD]

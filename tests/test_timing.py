@@ -4,7 +4,8 @@ test_timing_oracle.py."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import dataclasses
+from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -12,9 +13,11 @@ import pytest
 from crond.when import timing
 from crond.when.timeline import EPOCH
 from crond.when.timing import (
+    CronError,
     CronTiming,
     Fire,
     IntervalTiming,
+    RebootTiming,
     jitter_offset,
     parse_cron,
 )
@@ -436,20 +439,100 @@ def test_interval_has_no_float_drift() -> None:
 
 
 def test_interval_shorter_than_a_millisecond_is_refused() -> None:
-    with pytest.raises(ValueError, match="too short"):
+    with pytest.raises(
+        ValueError, match=r"interval 0:00:00.000999 is too short; the minimum is 1 ms"
+    ):
         IntervalTiming(timedelta(microseconds=999))
+    assert IntervalTiming(timedelta(milliseconds=1)).period == timedelta(milliseconds=1)
+
+
+def test_interval_instants_are_utc_and_aware() -> None:
+    anchor = datetime.fromisoformat("2026-01-01T00:05+01:00")
+    every = IntervalTiming(timedelta(hours=1), anchor=anchor)
+    assert every.anchor == utc("2025-12-31T23:05Z")
+    assert every.anchor.tzinfo is UTC
+    fire = every.next_after(utc("2026-01-01T00:00Z"))
+    assert (fire.at.tzinfo, fire.local.tzinfo) == (UTC, UTC)
+    with pytest.raises(ValueError, match=r"anchor datetime.datetime\(.*\) has no time zone"):
+        IntervalTiming(timedelta(hours=1), anchor=datetime(2026, 1, 1))
+    with pytest.raises(ValueError, match="has no time zone; crond compares UTC instants only"):
+        every.next_after(datetime(2026, 1, 1))
+
+
+# (after, the first slot strictly after it) for `every: 1h` anchored at 10:05Z, jitter 20s
+INTERVAL_EDGES = [
+    ("2026-01-01T10:05Z", "2026-01-01T10:05:20Z"),  # the anchor, before its jitter
+    ("2026-01-01T10:05:19.999999Z", "2026-01-01T10:05:20Z"),
+    ("2026-01-01T10:05:20Z", "2026-01-01T11:05:20Z"),  # exactly on a slot: the next one
+    ("2026-01-01T11:05:19Z", "2026-01-01T11:05:20Z"),
+    ("1970-01-01T00:00Z", "2026-01-01T10:05:20Z"),  # no slot before the anchor
+]
+
+
+@pytest.mark.parametrize(("after", "first"), INTERVAL_EDGES)
+def test_interval_slots_around_the_anchor(after: str, first: str) -> None:
+    every = IntervalTiming(
+        timedelta(hours=1), anchor=utc("2026-01-01T10:05Z"), jitter=timedelta(seconds=20)
+    )
+    assert every.next_after(utc(after)).at == utc(first)
+    fires = every.fires(utc(after))
+    assert [next(fires).at for _ in range(3)] == [utc(first) + timedelta(hours=h) for h in range(3)]
+
+
+# --- what a timing says of itself -----------------------------------------------------
+
+
+def test_reboot_never_falls_due() -> None:
+    reboot = RebootTiming()
+    assert reboot.next_after(utc("2026-01-01T00:00Z")) is None
+    assert list(reboot.fires(utc("2026-01-01T00:00Z"))) == []
+    assert reboot.period is None
+    assert repr(reboot) == "RebootTiming()"
+
+
+def test_only_an_interval_has_a_period() -> None:
+    assert IntervalTiming(timedelta(minutes=15)).period == timedelta(minutes=15)
+    assert CronTiming(parse_cron("*/15 * * * *"), UTC).period is None
+
+
+def test_timings_show_what_they_are() -> None:
+    berlin = CronTiming(parse_cron("30 2 * * *"), ZoneInfo("Europe/Berlin"), timedelta(seconds=3))
+    assert repr(berlin) == "CronTiming('30 2 * * *', Europe/Berlin, jitter=0:00:03)"
+    every = IntervalTiming(timedelta(minutes=15))
+    assert repr(every) == "IntervalTiming(0:15:00, anchor=1970-01-01T00:00:00+00:00)"
+
+
+@pytest.mark.parametrize("zone", [UTC, ZoneInfo("America/New_York")], ids=["utc", "new_york"])
+def test_an_expression_that_never_fires_is_an_error(zone: tzinfo) -> None:
+    """parse_cron refuses such an expression; a hand-made one is searched for 400 years."""
+    never = dataclasses.replace(parse_cron("0 0 30 * *"), months=frozenset({2}))
+    with pytest.raises(CronError, match=r"^0 0 30 \* \* does not fire in 400 years$"):
+        CronTiming(never, zone).next_after(utc("2026-01-01T00:00Z"))
 
 
 # --- jitter -------------------------------------------------------------------------------
 
+# (job, jitter, its offset): literal values, the same on every host, restart and Python
+# version (docs/schedules.md gives the first two).
+JITTER_OFFSETS = [
+    ("cleanup", timedelta(minutes=2), timedelta(seconds=9, milliseconds=223)),
+    ("nightly-backup", timedelta(minutes=10), timedelta(minutes=1, seconds=43, milliseconds=962)),
+    ("sync", timedelta(minutes=2), timedelta(seconds=25, milliseconds=971)),
+    ("c", timedelta(hours=1), timedelta(minutes=57, seconds=44, milliseconds=930)),
+    ("job-2", timedelta(milliseconds=2), timedelta(milliseconds=1)),
+    ("a", timedelta(milliseconds=2), timedelta(0)),
+    ("cleanup", timedelta(milliseconds=1), timedelta(0)),
+    ("cleanup", timedelta(microseconds=999), timedelta(0)),  # less than its resolution
+    ("cleanup", timedelta(0), timedelta(0)),
+]
 
-def test_jitter_is_stable_and_in_range() -> None:
-    # Literal values: the offset must not change across hosts, restarts or Python versions.
-    assert jitter_offset("cleanup", timedelta(minutes=2)) == timedelta(seconds=9, milliseconds=223)
-    assert jitter_offset("nightly-backup", timedelta(hours=1)) == jitter_offset(
-        "nightly-backup", timedelta(hours=1)
-    )
-    assert jitter_offset("cleanup", timedelta(0)) == timedelta(0)
+
+@pytest.mark.parametrize(("name", "jitter", "offset"), JITTER_OFFSETS)
+def test_jitter_offsets(name: str, jitter: timedelta, offset: timedelta) -> None:
+    assert jitter_offset(name, jitter) == offset
+
+
+def test_jitter_is_in_range() -> None:
     for name in ("a", "b", "job-1", "job-2", "x" * 64):
         assert timedelta(0) <= jitter_offset(name, timedelta(seconds=3)) < timedelta(seconds=3)
 

@@ -215,6 +215,8 @@ EXPRESSIONS = [
     "0 4 * * *",
     "@daily",
     "@hourly",
+    "*/59 * * * *",  # the largest steps: 0 and 59, 0 and 23
+    "0 */23 * * *",
 ]
 
 JITTERS = [timedelta(0), timedelta(seconds=37, milliseconds=250), timedelta(minutes=95)]
