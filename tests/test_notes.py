@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from crond.when import notes
 from crond.when.cronexpr import parse_cron
 from crond.when.notes import (
     describe_walls,
@@ -215,3 +216,52 @@ NOTES = [
 @pytest.mark.parametrize(("note", "text"), NOTES, ids=[n[1] for n in NOTES])
 def test_notes_as_docs_schedules_md_lists_them(note: str, text: str) -> None:
     assert note == text
+
+
+def test_dst_warnings_look_a_year_ahead_by_default() -> None:
+    """366 days from the start's date: from 2027-03-12, New York's 2027-03-14 is in, and
+    2028-03-12, the 367th day, is not."""
+    ny = ZoneInfo("America/New_York")
+    assert dst_warnings(parse_cron("30 2 * * *"), ny, utc("2027-03-12T00:00-05:00")) == [
+        "02:30 does not exist on 2027-03-14 in America/New_York; "
+        "the job runs at 03:00 (EDT) that day"
+    ]
+
+
+def test_dst_warnings_name_up_to_three_first_passes() -> None:
+    ny, start = ZoneInfo("America/New_York"), utc("2027-01-01T00:00Z")
+    assert dst_warnings(parse_cron("0,20,40 1 * * *"), ny, start) == [
+        "01:00, 01:20 and 01:40 happen twice on 2027-11-07 in America/New_York; "
+        "the job runs on the first pass only (05:00, 05:20 and 05:40 UTC)"
+    ]
+    assert dst_warnings(parse_cron("0,15,30,45 1 * * *"), ny, start) == [
+        "01:00 to 01:45 (4 times) happen twice on 2027-11-07 in America/New_York; "
+        "the job runs on the first pass only (05:00 to 05:45 UTC)"
+    ]
+
+
+# (expression, lo, hi (wall times of one day, seconds), whether a time of day of the
+# expression is in [lo, hi))
+MAY_MATCH = [
+    ("30 2 * * *", 2 * H, 3 * H, True),
+    ("0 2 * * *", 2 * H, 3 * H, True),  # lo is in
+    ("0 3 * * *", 2 * H, 3 * H, False),  # hi is not
+    ("59 1 * * *", 2 * H, 3 * H, False),
+    ("0 1,4 * * *", 2 * H, 3 * H, False),
+    ("30 23 * * *", 23 * H, 25 * H, True),  # across midnight
+    ("30 0 * * *", 23 * H, 25 * H, True),
+    ("0 0 * * *", 23 * H, 25 * H, True),
+    ("0 1 * * *", 23 * H, 25 * H, False),
+    ("59 22 * * *", 23 * H, 25 * H, False),
+    ("0 12 * * *", 0, 86400, True),  # a whole day
+    ("0 12 * * *", 12 * H + 60, 12 * H + 60 + 86400, True),  # a day from just after 12:00
+    ("59 23 * * *", 0, 86400 - 60, False),
+    ("0 12 * * *", 12 * H + 60, 36 * H, False),  # to 12:00 the next day, not included
+]
+
+
+@pytest.mark.parametrize(("text", "lo", "hi", "match"), MAY_MATCH)
+def test_whether_a_time_of_day_falls_in_a_stretch_of_wall_times(
+    text: str, lo: int, hi: int, match: bool
+) -> None:
+    assert notes._may_match(parse_cron(text), D * 86400 + lo, D * 86400 + hi) is match

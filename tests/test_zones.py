@@ -39,6 +39,8 @@ UNKNOWN = [
     (".hidden", HINT),
     ("Europe/../Europe/Berlin", '(did you mean "Europe/Berlin"?)'),  # nor a relative one
     ("Europe/Berlin/..", '(did you mean "Europe/Berlin"?)'),
+    ("zone.tab", HINT),  # a file of the zone directory that is not a zone
+    ("tzdata.zi", HINT),
 ]
 
 
@@ -47,6 +49,34 @@ def test_an_unknown_zone_is_refused_with_a_hint(name: str, hint: str) -> None:
     with pytest.raises(ZoneError) as caught:
         zones._find_zone(name)
     assert str(caught.value) == f'unknown time zone "{name}" {hint}'
+
+
+def test_a_zone_spelled_as_on_disk_needs_no_listing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing every zone takes ~30 ms: only a name that does not load as written, or not
+    from a file spelled that way, needs it."""
+
+    def listing() -> dict[str, str]:
+        raise AssertionError("every zone listed")
+
+    monkeypatch.setattr(zones, "_available", listing)
+    assert zones._find_zone("Europe/Berlin") is ZoneInfo("Europe/Berlin")
+
+
+def test_a_case_insensitive_file_system_loads_no_misspelt_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where `europe/berlin` opens Europe/Berlin's file (macOS, say), it is refused all the
+    same, as it is on Linux."""
+    exact = {name.lower(): name for name in zoneinfo.available_timezones()}
+    real = zoneinfo.ZoneInfo
+
+    def insensitive(key: str) -> ZoneInfo:
+        return real(exact.get(key.lower(), key))
+
+    monkeypatch.setattr(zoneinfo, "ZoneInfo", insensitive)
+    with pytest.raises(ZoneError, match=r'"europe/berlin" \(did you mean "Europe/Berlin"\?\)'):
+        zones._find_zone("europe/berlin")
+    assert zones._find_zone("Europe/Berlin") is real("Europe/Berlin")
 
 
 def test_lookups_are_cached() -> None:

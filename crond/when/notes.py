@@ -88,7 +88,7 @@ def dst_warnings(expr: CronExpr, zone: tzinfo, start: datetime, days: int = 366)
             continue  # most jobs: no time of day of theirs is in the gap or repeat
         if first_day is None:
             first_day = start.astimezone(zone).date().toordinal() - _ORDINAL_1970
-        name = getattr(zone, "key", None) or str(zone)
+        name = str(zone)  # a ZoneInfo's key, if it has one
         by_day: dict[int, list[int]] = {}
         for w in expr.walls(lo, hi):
             by_day.setdefault(w // DAY, []).append(w)

@@ -3,6 +3,7 @@ tz database is in use. The one module of crond.when that reads files (the zone p
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import zoneinfo
@@ -31,11 +32,9 @@ def _find_zone(name: str) -> zoneinfo.ZoneInfo:
     if name == LOCAL:
         return host_zone()
     zone = None
-    try:
-        if not (name.startswith(("/", ".")) or ".." in name):  # zoneinfo refuses those too
-            zone = zoneinfo.ZoneInfo(name)
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
-        pass
+    # zoneinfo refuses a path (absolute, with "..", not normalized) and a file not a zone.
+    with contextlib.suppress(ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
+        zone = zoneinfo.ZoneInfo(name)
     if zone is not None and _spelled_as_on_disk(name):
         return zone  # the usual case, without listing every zone (~30 ms)
     if name.lower() in _available() and _available()[name.lower()] != name:
