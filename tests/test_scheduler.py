@@ -237,7 +237,9 @@ def test_plan(case: Case) -> None:
 class CountingInterval(IntervalTiming):
     """An interval that counts the fires asked of it, and refuses to be walked."""
 
-    steps = 0
+    def __init__(self, every: timedelta) -> None:
+        super().__init__(every)
+        self.steps = 0
 
     def next_after(self, t: datetime) -> Fire:
         self.steps += 1
@@ -344,3 +346,11 @@ def test_entries_that_never_fall_due_stay_off_the_heap() -> None:
     assert set(schedule.entries) == {"off", "boot"}
     assert schedule.next_due() is None
     assert schedule.pop_due(at(86400)) == []
+
+
+def test_a_fire_not_yet_due_is_kept_not_computed_again() -> None:
+    timing = CountingInterval(timedelta(minutes=1))
+    entry = Entry(job(E1), timing, T0)
+    for now in (1, 30, 59.999):
+        assert plan_entry(entry, at(now), 0).next_fire is entry.next_fire
+    assert timing.steps == 1  # the entry's own first fire

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from crond.when import timeline
+from crond.when import notes, timeline
 from crond.when.timeline import EPOCH, Jump, Stretch
 from crond.when.timing import CronTiming, parse_cron
 from tests.test_timing_oracle import _tzif
@@ -54,16 +54,20 @@ def test_only_zones_with_a_single_offset_are_steady() -> None:
     assert "UTC" in steady
 
 
-# A zone of its own around an edge of the probed data: +1 h a minute before the edge, back
-# 5 days and 17 s after it, and +30 min at a second no 12-hour probe lands on.
+# A zone of its own around an edge of the probed data: +30 min 20 days before the edge, +1 h
+# a minute before it, back 5 days and 17 s after it, and +30 min at a second no 12-hour
+# probe lands on.
 EDGE = 50 * timeline.CHUNK  # 2022-07-27T00:00Z
-FORWARD, BACK, LATER = EDGE - 60, EDGE + 5 * 86400 + 17, EDGE + 20 * 86400 + 12345
-ZONE = _tzif(0, [(FORWARD, 3600), (BACK, 0), (LATER, 1800)])
-F, B, L = Jump(FORWARD, 0, 3600), Jump(BACK, 3600, 0), Jump(LATER, 0, 1800)
+EARLIER, FORWARD = EDGE - 20 * 86400, EDGE - 60
+BACK, LATER = EDGE + 5 * 86400 + 17, EDGE + 20 * 86400 + 12345
+ZONE = _tzif(0, [(EARLIER, 1800), (FORWARD, 3600), (BACK, 0), (LATER, 1800)])
+E, F = Jump(EARLIER, 0, 1800), Jump(FORWARD, 1800, 3600)
+B, L = Jump(BACK, 3600, 0), Jump(LATER, 0, 1800)
 NEAR = timeline.NEAR
 
 STRETCHES = [
-    (FORWARD - 1, Stretch(49 * timeline.CHUNK, FORWARD, 0, None)),
+    (EARLIER - 1, Stretch(49 * timeline.CHUNK, EARLIER, 0, None)),
+    (FORWARD - 1, Stretch(EARLIER, FORWARD, 1800, E)),
     (FORWARD, Stretch(FORWARD, EDGE, 3600, F)),
     (EDGE - 1, Stretch(FORWARD, EDGE, 3600, F)),
     (EDGE, Stretch(EDGE, BACK, 3600, None)),  # a chunk's edge carries no rule
@@ -87,7 +91,7 @@ NEIGHBOURS = [
     (FORWARD - NEAR, None, F),
     (FORWARD - 1, None, F),
     (FORWARD, F, None),
-    (EDGE + 10, F, None),  # across the chunk's edge
+    (EDGE + 10, F, None),  # across the chunk's edge, the last of that chunk's two
     (FORWARD + NEAR - 1, F, None),
     (FORWARD + NEAR, None, None),
     (BACK - NEAR, None, B),
@@ -107,7 +111,7 @@ def test_the_transitions_near_an_instant(u: int, back: Jump | None, ahead: Jump 
 def test_transitions_between_two_instants() -> None:
     assert list(timeline.jumps_between(ZONE, FORWARD, BACK)) == [F]
     assert list(timeline.jumps_between(ZONE, FORWARD + 1, BACK + 1)) == [B]
-    assert list(timeline.jumps_between(ZONE, 0, 60 * timeline.CHUNK)) == [F, B, L]
+    assert list(timeline.jumps_between(ZONE, 0, 60 * timeline.CHUNK)) == [E, F, B, L]
     assert list(timeline.jumps_between(ZONE, LATER + 1, 60 * timeline.CHUNK)) == []
 
 
@@ -162,6 +166,48 @@ def test_the_stretch_of_consecutive_instants_is_found_once(monkeypatch: pytest.M
         return find(zone, u)
 
     monkeypatch.setattr(timeline, "_find_stretch", counting)
-    for u in range(FORWARD, EDGE, 3600):
-        assert timeline.stretch_at(ZONE, u) == Stretch(FORWARD, EDGE, 3600, F)
-    assert found == [FORWARD]
+    for u in [EDGE + 1, *range(EDGE, BACK, 3600), BACK - 1]:
+        assert timeline.stretch_at(ZONE, u) == Stretch(EDGE, BACK, 3600, None)
+    assert found == [EDGE + 1]
+
+
+def test_a_stretch_tells_when_no_transition_is_near(monkeypatch: pytest.MonkeyPatch) -> None:
+    def lookup(zone: tzinfo, u: int) -> Jump | None:
+        raise AssertionError("looked up")
+
+    monkeypatch.setattr(timeline, "_jump_at_or_before", lookup)
+    monkeypatch.setattr(timeline, "_jump_after", lookup)
+    far = EDGE + NEAR  # its stretch starts at a chunk's edge NEAR before, and ends after BACK
+    assert timeline.jump_back(ZONE, timeline.stretch_at(ZONE, far), far) is None
+    assert timeline.jump_ahead(ZONE, timeline.stretch_at(ZONE, far), far) is None
+    after = FORWARD + 10  # its stretch starts at a transition
+    assert timeline.jump_back(ZONE, timeline.stretch_at(ZONE, after), after) == F
+
+
+@pytest.mark.parametrize("at", [EDGE - 1, EDGE, EDGE + 1])
+def test_a_transition_at_a_chunks_edge_is_found_once_to_the_second(at: int) -> None:
+    zone = _tzif(0, [(at, 3600)])
+    jump = Jump(at, 0, 3600)
+    assert list(timeline.jumps_between(zone, EDGE - 86400, EDGE + 86400)) == [jump]
+    stretch = timeline.stretch_at(zone, EDGE + 5)
+    if at < EDGE:
+        assert stretch == Stretch(EDGE, 51 * timeline.CHUNK, 3600, None)
+    else:
+        assert stretch == Stretch(at, 51 * timeline.CHUNK, 3600, jump)
+    assert timeline.stretch_at(zone, at - 1).offset == 0
+
+
+def test_validate_probes_the_chunks_of_its_year_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(timeline, "_chunks", {})
+    notes._jumps_in.cache_clear()
+    probed: list[int] = []
+    probe = timeline._probe
+
+    def counting(zone: tzinfo, index: int) -> timeline._Chunk:
+        probed.append(index)
+        return probe(zone, index)
+
+    monkeypatch.setattr(timeline, "_probe", counting)
+    start = EPOCH + timedelta(seconds=EDGE + 10 * 86400)  # a year and 3 days: chunk 50 alone
+    notes.dst_warnings(parse_cron("30 2 * * *"), ZONE, start)
+    assert probed == [50]

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from crond.when import timing
+from crond.when import cronexpr, timing
 from crond.when.timeline import EPOCH
 from crond.when.timing import (
     CronError,
@@ -21,6 +21,7 @@ from crond.when.timing import (
     jitter_offset,
     parse_cron,
 )
+from tests.test_timing_oracle import _tzif
 
 
 def utc(text: str) -> datetime:
@@ -506,8 +507,9 @@ def test_timings_show_what_they_are() -> None:
 def test_an_expression_that_never_fires_is_an_error(zone: tzinfo) -> None:
     """parse_cron refuses such an expression; a hand-made one is searched for 400 years."""
     never = dataclasses.replace(parse_cron("0 0 30 * *"), months=frozenset({2}))
-    with pytest.raises(CronError, match=r"^0 0 30 \* \* does not fire in 400 years$"):
+    with pytest.raises(CronError, match=r"^0 0 30 \* \* does not fire in 400 years$") as caught:
         CronTiming(never, zone).next_after(utc("2026-01-01T00:00Z"))
+    assert (caught.value.field, caught.value.value) == (None, "0 0 30 * *")
 
 
 # --- jitter -------------------------------------------------------------------------------
@@ -583,3 +585,54 @@ def test_jitter_keeps_local_consistent_with_at() -> None:
     )
     assert fire.at == utc("2026-03-08T07:03Z")
     assert fire.local.isoformat() == "2026-03-08T03:03:00-04:00"
+
+
+def test_a_yearly_jobs_fires_cost_two_searches_of_a_year(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The day search remembers its last answer (cronexpr.CronExpr._span), so a fire's
+    successor is searched for from the day after it, and once more from wherever the
+    zone's timeline is cut on the way (a DST change, an edge of probed data); every other
+    question on the way is answered from memory."""
+    searched: list[int] = []
+    find = cronexpr.CronExpr._find_day
+
+    def counting(expr: cronexpr.CronExpr, day: int) -> int:
+        searched.append(day)
+        return find(expr, day)
+
+    monkeypatch.setattr(cronexpr.CronExpr, "_find_day", counting)
+    fires = CronTiming(parse_cron("0 12 1 7 *"), ZoneInfo("America/New_York")).fires(
+        utc("2026-01-01T00:00Z")
+    )
+    assert [next(fires).at.year for _ in range(10)] == list(range(2026, 2036))
+    assert len(searched) <= 2 * 10
+
+
+def test_a_one_second_gap_is_dst_too() -> None:
+    """R4 for the smallest forward jump: 02:00:00 never happens, so the fixed-time job runs
+    at the jump, 02:00:01, and the wildcard job, every minute, is not made up."""
+    day = 19000 * 86400  # 2022-01-08
+    zone = _tzif(0, [(day + 2 * 3600, 1)])
+    after = EPOCH + timedelta(seconds=day)
+    fixed = CronTiming(parse_cron("0 2 * * *"), zone).next_after(after)
+    assert (fixed.at, fixed.local.isoformat(), fixed.note) == (
+        utc("2022-01-08T02:00Z"),
+        "2022-01-08T02:00:01+00:00:01",
+        "02:00 skipped by DST; runs at the jump (R4)",
+    )
+    wildcard = CronTiming(parse_cron("* 2 * * *"), zone).next_after(after)
+    assert (wildcard.local.isoformat(), wildcard.note) == (
+        "2022-01-08T02:01:00+00:00:01",
+        "02:00 skipped by DST; not made up (wildcard job, R4)",
+    )
+
+
+def test_an_interval_does_not_drift_in_ten_thousand_years() -> None:
+    """Slots are counted in whole microseconds: past 2**53 µs from the anchor (the year
+    2255), float arithmetic would no longer land on them."""
+    every = IntervalTiming(timedelta(milliseconds=7), jitter=timedelta(microseconds=3))
+    after = datetime(9000, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)
+    fire = every.next_after(after)
+    assert ((fire.at - EPOCH) - timedelta(microseconds=3)) % timedelta(milliseconds=7) == timedelta(
+        0
+    )
+    assert timedelta(0) < fire.at - after <= timedelta(milliseconds=7)
