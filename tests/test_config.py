@@ -797,3 +797,21 @@ def test_a_loaded_job_keeps_its_name_through_copies_and_pickles() -> None:
     renamed = loaded.LoadedJob("other", job.settings, job.cron_expr)
     assert renamed != job  # same settings, another name: another job
     assert "name" not in model.Job.model_fields
+
+
+@pytest.mark.parametrize(
+    ("job", "path"),
+    [
+        pytest.param('command: "echo \\0"', "jobs.j.command", id="command"),
+        pytest.param('command: [x, "a\\0"]', "jobs.j.command", id="argv"),
+        pytest.param('command: x, workdir: "/t\\0"', "jobs.j.workdir", id="workdir"),
+        pytest.param('command: x, user: "a\\0"', "jobs.j.user", id="user"),
+        pytest.param('command: x, env: {"A=B": "1"}', "jobs.j.env", id="env_name_equals"),
+        pytest.param('command: x, env: {"": "1"}', "jobs.j.env", id="env_name_empty"),
+        pytest.param('command: x, env: {K: "se\\0cret"}', "jobs.j.env", id="env_value_nul"),
+    ],
+)
+def test_what_no_program_can_be_given_is_refused_at_validation(job: str, path: str) -> None:
+    message = one(f"jobs:\n  j: {{every: 1m, {job}}}\n")
+    assert f" {path}: " in message
+    assert "secret" not in message or "se\\x00cret" not in message

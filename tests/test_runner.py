@@ -1097,3 +1097,20 @@ def test_recorder_is_told_before_each_spawn_and_gets_the_last_lines(tmp_path: Pa
         ("finished", 2, True),
     ]
     assert book.tails == [[str(i) for i in range(11, 31)]] * 2
+
+
+def test_a_spawn_the_os_refuses_is_a_failed_run_not_a_crash() -> None:
+    """posix_spawn raises ValueError for an environment name with `=` or a NUL anywhere:
+    that run fails (126, with crond's words on stderr); the daemon goes on."""
+    import dataclasses  # noqa: PLC0415
+
+    rec = Recorder()
+
+    async def main(tasks: asyncio.TaskGroup) -> RunResult:
+        bad = dataclasses.replace(spec(command="true"), env={"A=B": "1"})
+        return await finish(start(bad, rec, tasks))
+
+    result = go(main)
+    assert (result.outcome, result.exit_code) == (Outcome.FAILED, 126)
+    (line,) = [e["line"] for e in rec.named("job.output")]
+    assert line.startswith("crond: cannot start /bin/sh: "), line

@@ -28,7 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from crond.config.durations import DurationError, parse_duration
-from crond.config.wording import kind_of, show
+from crond.config.wording import kind_of, quote, show
 from crond.when import cronexpr
 from crond.when.zones import ZoneError, get_zone
 
@@ -147,6 +147,16 @@ class Retry(_Model):
         return min(timedelta(seconds=seconds), self.max_delay)
 
 
+def _no_nul(value: str | None) -> str | None:
+    """No program can be given a NUL character (it ends a C string): refused here,
+    rather than failing every run of the job."""
+    if value is not None and "\0" in value:
+        raise PydanticCustomError(
+            "crond", f"{show(value)} holds a NUL character (\\0), which no program can take"
+        )
+    return value
+
+
 def _check_zone(value: str | None) -> str | None:
     if value is not None:
         try:
@@ -219,6 +229,31 @@ class JobFields(_Model):
     def _argv(cls, value: str | list[str] | None) -> str | list[str] | None:
         if isinstance(value, list) and not value:
             raise PydanticCustomError("crond", "an empty list has no program to run")
+        for part in [value] if isinstance(value, str) else value or []:
+            _no_nul(part)
+        return value
+
+    @field_validator("workdir", "user", "interpreter", "python")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return _no_nul(value)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for name, text in (value or {}).items():
+            if not name or "=" in name or "\0" in name:
+                raise PydanticCustomError(
+                    "crond",
+                    f"{quote(name)} cannot be an environment variable's name (it must be "
+                    "non-empty, without = or a NUL character)",
+                )
+            if "\0" in text:
+                raise PydanticCustomError(
+                    "crond",
+                    f"the value of {quote(name)} holds a NUL character, which no "
+                    "environment can carry (the value is not shown, it may be a secret)",
+                )
         return value
 
 

@@ -148,6 +148,8 @@ class Attempt:
             )
         except OSError as exc:
             self.failure = _start_failure(exc, executable, spec.cwd)
+        except ValueError as exc:  # a NUL or an `=` the OS cannot take: this run fails
+            self.failure = (f"crond: cannot start {executable}: {exc}", 126)
 
     def _settle(self) -> None:
         """Everything of an attempt but the spawn: log `job.started`, then watch the
