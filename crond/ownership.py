@@ -8,8 +8,8 @@ operations.md, "Security"):
 - The schedules file is reached one path component at a time, from `/`, each directory
   opened without following links and each link read from the directory that holds it,
   and every directory and link on the way (those a symlink chain passes through too)
-  must be one only root can change: owned by root, and not writable by a group other
-  than root's nor by others, unless the sticky bit is set (as on /tmp, where only the
+  must be one only root can change: owned by root, and not writable by its group (an
+  ACL's users among them) nor by others, unless the sticky bit is set (as on /tmp, where only the
   owner of an entry may rename or remove it, and every entry on the way is root's). The
   file is then opened once, without following a link, and that same descriptor is
   checked (a regular file, owned by root, not writable by its group or others) and
@@ -93,8 +93,10 @@ def directory_problem(path: Path, *, euid: int | None = None) -> str | None:
         problem = _directory_problem(st, Path(path).absolute())
     except _Unsafe as exc:
         problem = exc
-    except OSError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # root makes what is missing (and checks again), or the store says
+    except OSError as exc:  # cannot be walked: not to be trusted either
+        return f"{path}: {_os_message(exc)}"
     if problem is None:
         return None
     return f"{path}: {problem}; {_DIR_ONLY} (fix: {problem.fixed(_ANOTHER_DIR)})"
@@ -109,6 +111,22 @@ def _directory_problem(st: os.stat_result, where: Path) -> _Unsafe | None:
     return problem
 
 
+def open_directory(path: Path, *, euid: int | None = None) -> int:
+    """An O_PATH descriptor of the directory `path`, to create files in relative to it.
+    As root (`euid`), reached by the walk above: every directory and link on the way,
+    the directory itself included, is one only root can change (a sticky one such as
+    /tmp too: names created there are random and exclusive). Raises OSError, with the
+    reason and the fix for one root may not trust."""
+    if (os.geteuid() if euid is None else euid) != 0:
+        return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd, _ = _walk(path, into=True)
+    except _Unsafe as exc:
+        fix = exc.fixed(_ANOTHER_DIR)
+        raise PermissionError(errno.EPERM, f"{exc}; {_DIR_ONLY} (fix: {fix})") from None
+    return fd
+
+
 class _Unsafe(Exception):  # noqa: N818  (an internal verdict)
     """What is wrong and the command that mends it; `elsewhere`: the other way out."""
 
@@ -121,12 +139,12 @@ class _Unsafe(Exception):  # noqa: N818  (an internal verdict)
         return f"{self.fix}, or {other_way}" if self.elsewhere else self.fix
 
 
-def _walk(path: Path) -> tuple[int, str]:
+def _walk(path: Path, *, into: bool = False) -> tuple[int, str]:
     """Follow `path` from `/` to its last component: an O_PATH descriptor of the
     directory that holds it (checked, like every directory and link before it) and its
     name there (never a link: a last link is followed too). Raises _Unsafe, or OSError
     (a missing or unreadable directory on the way)."""
-    walk = _Walk(Path.cwd() / path)
+    walk = _Walk(path if path.is_absolute() else Path.cwd() / path, into=into)
     try:
         while walk.pending:
             done = walk.step(walk.pending.popleft())
@@ -141,7 +159,8 @@ def _walk(path: Path) -> tuple[int, str]:
 class _Walk:
     """Where a walk is: the directory it holds open (checked), and what is left."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, into: bool = False) -> None:
+        self.into = into  # enter the last component too (a directory): it is held
         self.pending = deque(path.parts[1:])
         self.fd = _open_dir("/", None)
         self.at = Path("/")
@@ -162,13 +181,13 @@ class _Walk:
         try:
             st = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
-            if self.pending:
+            if self.pending or self.into:
                 raise
             return name  # the caller's open or stat says it is missing
         if stat.S_ISLNK(st.st_mode):
             self._follow(name, st)
             return None
-        if not self.pending:
+        if not self.pending and not self.into:
             return name
         self._enter(name, self.at / name)
         return None
@@ -291,8 +310,10 @@ def _owner_problem(st: os.stat_result, where: Path, kind: str) -> _Unsafe | None
 
 
 def _writable_by_others(st: os.stat_result) -> bool:
-    """Writable by someone other than root: others, or a group that is not root's."""
-    return bool(st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != 0))
+    """Writable by someone other than root: others, or a group, whichever (group root's
+    too: with a POSIX ACL the group bits are the ACL's mask, and any user it names may
+    write)."""
+    return bool(st.st_mode & (stat.S_IWOTH | stat.S_IWGRP))
 
 
 def _write_problem(st: os.stat_result, where: Path) -> _Unsafe:

@@ -142,14 +142,16 @@ def test_a_directory_others_can_write_is_refused(
 
 
 @as_root
-@pytest.mark.parametrize(
-    "mode",
-    [pytest.param(0o1777, id="sticky_like_tmp"), pytest.param(0o775, id="root_group_writable")],
-)
-def test_sticky_or_root_group_writable_directories_are_accepted(schedules: Path, mode: int) -> None:
+def test_a_sticky_directory_is_accepted_a_root_group_writable_one_is_not(
+    schedules: Path,
+) -> None:
+    """Group write is refused whatever the group: with a POSIX ACL the group bits are
+    the ACL's mask, and `0775 root:root` may let any user the ACL names write."""
     os.chown(schedules.parent, 0, 0)
-    schedules.parent.chmod(mode)
+    schedules.parent.chmod(0o1777)
     assert read_schedules_file(schedules) == TEXT.encode()
+    schedules.parent.chmod(0o775)
+    assert "is writable by the group root (gid 0)" in refusal(schedules)
 
 
 @as_root

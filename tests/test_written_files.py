@@ -69,11 +69,15 @@ def test_liveness_names_are_random(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     names: list[str] = []
     real = os.open
 
-    def spy(path: str | os.PathLike[str], flags: int, mode: int = 0o777) -> int:
-        names.append(Path(path).name)
-        assert flags & os.O_EXCL
-        assert flags & os.O_NOFOLLOW
-        return real(path, flags, mode)
+    def spy(
+        path: str | os.PathLike[str], flags: int, mode: int = 0o777, *, dir_fd: int | None = None
+    ) -> int:
+        if flags & os.O_CREAT:  # the temporary file (the other opens: the directory, ...)
+            names.append(Path(path).name)
+            assert flags & os.O_EXCL
+            assert flags & os.O_NOFOLLOW
+            assert dir_fd is not None  # relative to the directory opened once
+        return real(path, flags, mode, dir_fd=dir_fd)
 
     monkeypatch.setattr(os, "open", spy)
     for n in range(3):
@@ -141,3 +145,22 @@ def test_a_store_whose_directory_is_removed_says_so(tmp_path: Path) -> None:
             store.check_in_place()
     finally:
         store.close()
+
+
+@as_root
+def test_liveness_never_follows_a_directory_swapped_for_a_link(tmp_path: Path) -> None:
+    """A directory on the way that another user owns could be swapped for a link to
+    one of root's: root refuses to write there at all."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, 65534, 65534)
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    with pytest.raises(PermissionError, match="owned by nobody"):
+        liveness.write(theirs / "live.json", {"pid": 1})
+    (tmp_path / "link").symlink_to(victim)
+    os.lchown(tmp_path / "link", 65534, 65534)
+    with pytest.raises(PermissionError, match="symbolic link"):
+        liveness.write(tmp_path / "link" / "live.json", {"pid": 1})
+    assert list(victim.iterdir()) == []
+    assert list(theirs.iterdir()) == []

@@ -10,6 +10,7 @@ it and says whether it is fresh.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -19,32 +20,48 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from crond import ownership
+
 DEFAULT_PATH = "/run/crond/liveness.json"
 
 
 def write(path: Path, payload: dict[str, Any]) -> None:
-    """Atomically replace `path` with `payload` as JSON. Raises OSError."""
+    """Atomically replace `path` with `payload` as JSON. Raises OSError (a directory on
+    the way that root may not trust, as root, among others)."""
     data = json.dumps(payload, separators=(",", ":")).encode()
+    # Every step is relative to the directory opened once: a directory on the way
+    # swapped for a link after this cannot send the file elsewhere.
+    parent = ownership.open_directory(path.parent)
+    try:
+        tmp = _create(path.name, parent)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            try:
+                os.fchmod(fd, 0o644)  # readable by `crond health` whatever the umask
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path.name, src_dir_fd=parent, dst_dir_fd=parent)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=parent)
+            raise
+    finally:
+        os.close(parent)
+
+
+def _create(name: str, parent: int) -> str:
+    """A new empty file with a random name beside `name`, created exclusively, never
+    through a link; its name."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(100):  # a name taken (by chance, or planted): draw another
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        tmp = f".{name}.{secrets.token_hex(8)}.tmp"
         try:
-            fd = os.open(tmp, flags, 0o644)
-            break
+            os.close(os.open(tmp, flags, 0o644, dir_fd=parent))
         except FileExistsError:
             continue
-    else:
-        raise FileExistsError(17, "no free temporary name", str(path.parent))
-    try:
-        try:
-            os.fchmod(fd, 0o644)  # readable by `crond health` whatever the umask
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+        return tmp
+    raise FileExistsError(17, "no free temporary name", name)
 
 
 @dataclass(frozen=True)
