@@ -144,6 +144,30 @@ def test_else_the_zone_localtime_links_to(
 
 
 @needs_system_zones
+def test_the_zone_is_named_by_what_follows_the_last_zoneinfo(host: Path, tmp_path: Path) -> None:
+    target = tmp_path / "zoneinfo" / "old" / "zoneinfo" / "Asia" / "Tokyo"
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(SYSTEM_ZONES / "Asia" / "Tokyo", target)
+    host.symlink_to(target)
+    assert zones._read_host_zone() is ZoneInfo("Asia/Tokyo")
+
+
+@needs_system_zones
+@pytest.mark.parametrize("name", ["Custom/Zone", "zone.tab"])
+def test_a_linked_zone_the_database_lacks_is_read_as_it_is(
+    host: Path, tmp_path: Path, name: str
+) -> None:
+    target = tmp_path / "zoneinfo" / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(SYSTEM_ZONES / "Asia" / "Kolkata", target)
+    host.symlink_to(target)
+    zone = zones._read_host_zone()
+    assert zone.key == "localtime"
+    instant = datetime(1942, 9, 1, tzinfo=UTC)  # Kolkata's war time, +06:30
+    assert instant.astimezone(zone).utcoffset() == timedelta(hours=6, minutes=30)
+
+
+@needs_system_zones
 def test_a_localtime_copy_is_read_as_it_is(host: Path) -> None:
     shutil.copyfile(SYSTEM_ZONES / "Asia" / "Kolkata", host)
     zone = zones._read_host_zone()

@@ -45,7 +45,7 @@ def _find_zone(name: str) -> zoneinfo.ZoneInfo:
         return zone
     import difflib  # noqa: PLC0415  (only to word the error: ~1 ms of every start)
 
-    close = difflib.get_close_matches(name.lower(), list(_available()), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name.lower(), list(_available()), n=1)
     hint = (
         f' (did you mean "{_available()[close[0]]}"?)'
         if close
@@ -80,20 +80,22 @@ _listing = cache(_entries)
 
 
 def _read_host_zone() -> zoneinfo.ZoneInfo:
-    """The host's zone: $TZ if it names one, else /etc/localtime, else UTC."""
+    """The host's zone: $TZ if it names one, else the zone /etc/localtime links to or
+    holds, else UTC."""
     tz = os.environ.get("TZ", "").lstrip(":")
     if tz:
-        try:
+        with contextlib.suppress(ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
             return zoneinfo.ZoneInfo(tz)
-        except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
-            pass
     try:
-        target = str(_LOCALTIME.resolve())
-        if "/zoneinfo/" in target:
-            return zoneinfo.ZoneInfo(target.split("/zoneinfo/", 1)[1])
+        # A link into a zone directory names the zone by what follows the last /zoneinfo/;
+        # a copy, or a zone the tz database lacks, is read as it is.
+        _, into_zones, key = str(_LOCALTIME.resolve()).rpartition("/zoneinfo/")
+        if into_zones:
+            with contextlib.suppress(ValueError, zoneinfo.ZoneInfoNotFoundError):
+                return zoneinfo.ZoneInfo(key)
         with _LOCALTIME.open("rb") as fh:
             return zoneinfo.ZoneInfo.from_file(fh, key="localtime")
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError, OSError):
+    except (ValueError, OSError):
         return zoneinfo.ZoneInfo("UTC")
 
 
@@ -105,12 +107,12 @@ def tzdata_version() -> str:
     for root in zoneinfo.TZPATH:
         version_file = Path(root) / "tzdata.zi"
         try:
-            with version_file.open(encoding="ascii") as fh:
-                first = fh.readline().strip()
-            if first.startswith("# version"):
-                return f"system {first.split()[-1]} ({root})"
+            with version_file.open("rb") as fh:
+                first = fh.readline().split()
         except OSError:
             continue
+        if first[:2] == [b"#", b"version"]:
+            return f"system {first[-1].decode()} ({root})"
     try:
         fallback = importlib.import_module("tzdata")  # the optional fallback package
     except ImportError:
