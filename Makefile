@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint types pytest bench bench-peers clean
+.PHONY: run test lint types pytest mutate bench bench-peers clean
 
 # pip's and setuptools' chatter goes to .venv/install.log; it is shown if the install fails.
 $(STAMP): pyproject.toml
@@ -32,6 +32,12 @@ types: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest -q
+
+# `make mutate`: mutation testing of crond.when's pure core with mutmut, in a scratch copy
+# of the checkout (tests/mutate.py; MODULES=plan limits it to some modules). Minutes, not
+# seconds: not part of `make test` nor CI. tests/MUTANTS.md lists the equivalent survivors.
+mutate: $(STAMP)
+	$(BIN)/python tests/mutate.py $(if $(MODULES),--only $(MODULES))
 
 # `make bench`: every bench/bench_*.py, under 15 minutes (bench/README.md); with
 # CROND_BENCH_QUICK=1, a short look. `make bench-peers`: installs cron, yacron and

@@ -5,6 +5,7 @@ test_timing_oracle.py."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
@@ -636,3 +637,20 @@ def test_an_interval_does_not_drift_in_ten_thousand_years() -> None:
         0
     )
     assert timedelta(0) < fire.at - after <= timedelta(milliseconds=7)
+
+
+def test_two_rules_on_one_fire_give_two_notes() -> None:
+    """A wildcard job's first fire after a gap that day, on a wall time about to repeat:
+    both notes, in the order of the rules. (A zone of its own: +1 h at 02:00, back at
+    midnight, 21 h later.)"""
+    day = 19000 * 86400  # 2022-01-08
+    zone = _tzif(0, [(day + 2 * 3600, 3600), (day + 23 * 3600, 0)])
+    fires = CronTiming(parse_cron("* 2,23 * * *"), zone).fires(EPOCH + timedelta(seconds=day))
+    assert [(f.local.isoformat(), f.note) for f in itertools.islice(fires, 2)] == [
+        (
+            "2022-01-08T23:00:00+01:00",
+            "02:00 to 02:59 (60 times) skipped by DST; not made up (wildcard job, R4); "
+            "first of two passes of 23:00 (wildcard job, R5)",
+        ),
+        ("2022-01-08T23:01:00+01:00", "first of two passes of 23:01 (wildcard job, R5)"),
+    ]

@@ -227,16 +227,25 @@ def _walk(zone: tzinfo, at: datetime) -> Walk:
     return Walk(zone, at - timedelta(hours=30), at + timedelta(hours=54))
 
 
+# The oracle's answers are kept by expression text: computed once per process, and in
+# `make mutate` before any mutant runs (each mutant's tests run in a process forked from
+# one that ran the suite), so a mutant is judged against answers its code had no part in,
+# and quickly.
+@functools.cache
+def _oracle(zone: tzinfo, at: datetime, text: str) -> tuple[OracleFire, ...]:
+    return tuple(_walk(zone, at).fires(parse_cron(text)))
+
+
 def _differences(
-    expr: CronExpr, zone: str | tzinfo, jump: str | datetime, jitter: timedelta, hours: int = 24
+    text: str, zone: str | tzinfo, jump: str | datetime, jitter: timedelta, hours: int = 24
 ) -> tuple[int, list[str]]:
     """(comparisons made, differences) for one expression, restarting every 10 minutes
     within `hours` of one transition."""
     at = utc(jump) if isinstance(jump, str) else jump
     tz = ZoneInfo(zone) if isinstance(zone, str) else zone
     walk = _walk(tz, at)
-    timing = CronTiming(expr, tz, jitter)
-    expected = [OracleFire(f.at + jitter, f.note) for f in walk.fires(expr)]
+    timing = CronTiming(parse_cron(text), tz, jitter)
+    expected = [OracleFire(f.at + jitter, f.note) for f in _oracle(tz, at, text)]
     instants = [f.at for f in expected]
     window_start, window_end = at - timedelta(hours=hours), at + timedelta(hours=hours)
     oracle_end = walk.end + jitter
@@ -290,7 +299,7 @@ def test_named_expressions_match_oracle(zone: str, jump: str) -> None:
     problems: dict[str, list[str]] = {}
     for i, text in enumerate(EXPRESSIONS):
         jitter = JITTERS[i % len(JITTERS)]
-        _, found = _differences(parse_cron(text), zone, jump, jitter)
+        _, found = _differences(text, zone, jump, jitter)
         if found:
             problems[f"{text} jitter={jitter}"] = found[:3]
     assert problems == {}
@@ -334,7 +343,7 @@ def test_transitions_at_the_edges_of_probed_data(
     for at, _ in changes:
         jump = EPOCH + timedelta(seconds=at)
         for text in EXPRESSIONS:
-            found = _differences(parse_cron(text), zone, jump, timedelta(0), hours=6)[1]
+            found = _differences(text, zone, jump, timedelta(0), hours=6)[1]
             if found:
                 problems[f"{text} at {jump}"] = found[:3]
     assert problems == {}
@@ -417,10 +426,9 @@ def _parse_or_none(text: str) -> CronExpr | None:
 def test_random_expressions_match_oracle(
     text: str, case: tuple[str, str, str], jitter: timedelta
 ) -> None:
-    expr = _parse_or_none(text)
-    if expr is None:
+    if _parse_or_none(text) is None:
         return
-    _, problems = _differences(expr, case[1], case[2], jitter, hours=6)
+    _, problems = _differences(text, case[1], case[2], jitter, hours=6)
     assert problems == [], f"{text} in {case[0]}"
 
 
@@ -428,6 +436,11 @@ def test_random_expressions_match_oracle(
 def _utc_walk(day: int) -> Walk:
     start = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(days=day)
     return Walk(UTC, start, start + timedelta(days=3))
+
+
+@functools.cache
+def _utc_oracle(day: int, text: str) -> list[datetime]:
+    return [f.at for f in _utc_walk(day).fires(parse_cron(text))]  # kept as _oracle is
 
 
 @settings(max_examples=40, deadline=None)
@@ -438,7 +451,7 @@ def test_days_long_windows_in_utc(text: str, day: int) -> None:
     if expr is None:
         return
     walk = _utc_walk(day)
-    expected = [f.at for f in walk.fires(expr)]
+    expected = _utc_oracle(day, text)
     timing = CronTiming(expr, ZoneInfo("UTC"))
     got = []
     for fire in timing.fires(walk.start - timedelta(seconds=1)):
@@ -518,10 +531,9 @@ def test_zones_without_transitions_take_the_shortcut(zone: tzinfo) -> None:
 def test_zones_without_transitions_match_oracle(
     zone: tzinfo, text: str, at: str, jitter: timedelta
 ) -> None:
-    expr = _parse_or_none(text)
-    if expr is None:
+    if _parse_or_none(text) is None:
         return
-    _, problems = _differences(expr, zone, at, jitter, hours=12)
+    _, problems = _differences(text, zone, at, jitter, hours=12)
     assert problems == [], text
 
 
