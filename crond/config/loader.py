@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import itertools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ from crond.config.problems import (
     is_secret,
     problems_from_validation,
 )
+from crond.config.wording import MAX_PROBLEMS, quote
 from crond.when.cronexpr import CronExpr
 from crond.when.zones import ZoneError, get_zone
 
@@ -112,10 +114,13 @@ _KEPT_PLACES = frozenset({"cron"})
 def loads(text: str, filename: str = "<string>") -> LoadedConfig:
     """Parse and validate a schedules file's text; raise ConfigError with every problem."""
     with gc_paused():
-        try:
-            return _validated(yamlsource.parse(text, keep=_KEPT_PLACES), filename)
-        except ConfigError:
-            pass
+        first = yamlsource.parse(text, keep=_KEPT_PLACES)
+        if not first.problems:  # with problems, the pass below finds them, located
+            try:
+                return _validated(first, filename)
+            except ConfigError:
+                pass
+        del first
         return _validated(yamlsource.parse(text), filename)  # raises, located
 
 
@@ -323,14 +328,14 @@ def _top_level_shape(data: object) -> str | None:
 def _check_names(jobs: object, source: yamlsource.Source, filename: str) -> list[Problem]:
     if not isinstance(jobs, dict):
         return []
+    bad = (name for name in jobs if not JOB_NAME.fullmatch(str(name)))
     return [
         Problem.at(
             filename,
             source.locate(("jobs", name), key=True),
             ("jobs", name),
-            f'"{name}" is not a valid job name (letters, digits, "_", "." and "-", starting '
-            "with a letter or digit, at most 64 characters)",
+            f'{quote(str(name))} is not a valid job name (letters, digits, "_", "." and '
+            '"-", starting with a letter or digit, at most 64 characters)',
         )
-        for name in jobs
-        if not JOB_NAME.fullmatch(str(name))
+        for name in itertools.islice(bad, MAX_PROBLEMS + 1)
     ]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from crond.config.wording import UNSAFE, escape, kind_of, show
+from crond.config.wording import MAX_PROBLEMS, UNSAFE, escape, kind_of, show
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -246,14 +246,11 @@ def problems_from_validation(
     return list(seen.values())
 
 
-# A file can hold 100,000 mistakes (one list of bad values, repeated by aliases): no one
-# reads past the first screens, and wording them all would take seconds.
-MAX_PROBLEMS = 1000
-
-
 def capped(problems: list[Problem], filename: str) -> list[Problem]:
     """`problems` in file order, the first MAX_PROBLEMS of them, then one that says so."""
-    problems = sorted(set(problems))
+    # The dataclass's own ordering compares field by field in Python: a key is 3x faster.
+    unique = dict.fromkeys(problems)
+    problems = sorted(unique, key=lambda p: (p.file, p.line, p.column, p.path, p.message))
     if len(problems) <= MAX_PROBLEMS:
         return problems
     first_not_shown = problems[MAX_PROBLEMS]

@@ -68,3 +68,9 @@ def kind_of(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return next((word for types, word in _KINDS if isinstance(value, types)), "a value")
+
+
+# A file can hold 100,000 mistakes (one list of bad values, repeated by aliases; a
+# mapping of 600,000 duplicate keys): no one reads past the first screens, and finding,
+# wording and sorting them all would take seconds. The first this many are shown.
+MAX_PROBLEMS = 1000

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from crond.config import yamlerrors
-from crond.config.wording import quote, show
+from crond.config.wording import MAX_PROBLEMS, quote, show
 from crond.config.yamlscalars import (
     MAPPING_TAGS,
     SEQUENCE_TAGS,
@@ -113,6 +113,10 @@ class Source:
 def _mark(event: Any) -> Mark:
     start = event.start_mark
     return Mark(start.line + 1, start.column + 1)
+
+
+class _FirstProblem(Exception):  # noqa: N818  (a signal, not an error)
+    """A pass that locates only some nodes (`keep`) met a problem: it stops there."""
 
 
 class _Anchor(NamedTuple):
@@ -276,7 +280,9 @@ class _Builder:
                 f"duplicate key {quote(key)} (first defined at line {first.line}); "
                 "YAML would silently keep only the last one: remove or rename one",
             )
-            self.source.duplicates.append((where, self.node(self.get(), (*where, DUPLICATE))))
+            value = self.node(self.get(), (*where, DUPLICATE))
+            if len(self.source.duplicates) < MAX_PROBLEMS:
+                self.source.duplicates.append((where, value))
             return
         if self.keep is None:
             self.source.keys[where] = _mark(event)
@@ -315,7 +321,11 @@ class _Builder:
         return found
 
     def problem(self, mark: Mark, path: Path, message: str, without_value: str = "") -> None:
-        self.source.problems.append(SourceProblem(mark, path, message, without_value))
+        problems = self.source.problems
+        if len(problems) <= MAX_PROBLEMS:  # one more than is shown: `capped` says so
+            problems.append(SourceProblem(mark, path, message, without_value))
+        if self.keep is not None:
+            raise _FirstProblem  # a first pass stops here: the located pass says it all
 
 
 _UNKNOWN = "is not defined before it (define the anchor, `&name`, first)"
@@ -355,10 +365,11 @@ def parse(text: str, keep: frozenset[str] | None = None) -> Source:
     """Parse YAML text (its first document), locating every node. Never raises: syntax
     errors and unsafe input become problems with their line and column.
 
-    `keep`: locate only the values of these keys (and no key). The places of every node
-    of a 10,000-job file come to about 10 MB of the daemon's idle RSS (bench_idle.py,
-    target < 80 MB), and only a file with a mistake needs them: `loader.loads` reads a
-    file this way first, and again, locating everything, when it has a problem."""
+    `keep`: locate only the values of these keys (and no key), and stop at the first
+    problem. The places of every node of a 10,000-job file come to about 10 MB of the
+    daemon's idle RSS (bench_idle.py, target < 80 MB), and only a file with a mistake
+    needs them: `loader.loads` reads a file this way first, and again, locating
+    everything, when it has a problem."""
     source = Source(data=None)
     try:
         loader = _loader(text)
@@ -367,6 +378,8 @@ def parse(text: str, keep: frozenset[str] | None = None) -> Source:
         return _unreadable(text)
     try:
         source.data = _Builder(loader, source, keep).document()
+    except _FirstProblem:
+        source.data = None
     except yaml.reader.ReaderError:
         return _unreadable(text)
     except yaml.MarkedYAMLError as exc:
