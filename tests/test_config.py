@@ -815,3 +815,23 @@ def test_what_no_program_can_be_given_is_refused_at_validation(job: str, path: s
     message = one(f"jobs:\n  j: {{every: 1m, {job}}}\n")
     assert f" {path}: " in message
     assert "secret" not in message or "se\\x00cret" not in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(
+            "jobs:\n  j: {every: 1m, command: x}\n"
+            "  j: {every: 1m, command: x, env: {PASS: !!int hunter2}}\n",
+            id="in_a_duplicated_job",
+        ),
+        pytest.param(
+            "x-pw: &pw hunter2\njobs:\n  j: {every: 1m, command: x, env: {<<: *pw}}\n",
+            id="merged_into_env",
+        ),
+    ],
+)
+def test_an_env_value_is_never_shown_wherever_the_mistake_is(text: str) -> None:
+    found = problems(text)
+    assert found
+    assert all("hunter2" not in str(p) for p in found)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from crond.config.wording import MAX_PROBLEMS, UNSAFE, escape, kind_of, show
+from crond.config.yamlsource import DUPLICATE
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -71,7 +72,9 @@ def dotted(path: Path) -> str:
 
 def is_secret(path: Path) -> bool:
     """Whether `path` is, or is inside, a job's or the defaults' `env`: its values are
-    passwords and tokens as often as not."""
+    passwords and tokens as often as not. A duplicated job's env too (its path holds
+    the duplicate's marker)."""
+    path = tuple(part for part in path if part != DUPLICATE)
     return (len(path) > 1 and path[0] == "defaults" and path[1] == "env") or (
         len(path) > 2 and path[0] == "jobs" and path[2] == "env"
     )

@@ -317,7 +317,8 @@ class _Builder:
             if isinstance(item, dict):
                 found.append(item)
             elif not (item is None and said):
-                self.problem(self.source.locate(where), where, _bad_merge(item))
+                without = _bad_merge(None).replace("not null", "not this value")
+                self.problem(self.source.locate(where), where, _bad_merge(item), without)
         return found
 
     def problem(self, mark: Mark, path: Path, message: str, without_value: str = "") -> None:
