@@ -41,22 +41,30 @@ atexit.register(gc.freeze)
 # Not checked by click: a directory, a missing or an unreadable file is crond's own
 # located error (and JSON with --json), from the one reader of the file.
 _FILE = click.Path(path_type=Path)
-_FILE_OR_STDIN = click.Path(path_type=Path, allow_dash=True)  # `-`: standard input
+# `-` (exactly that) is standard input, for `validate` and `next` only: a preview or a
+# check, never a file the daemon runs (nor `./-`, a file of that name).
+_FILE_OR_STDIN = click.Path(allow_dash=True)
 
 
-def _load(path: Path, *, check_owner: bool) -> LoadedConfig:
+def _stdin_or_path(file: str) -> tuple[Path, bool]:
+    return Path(file), file == "-"
+
+
+def _load(path: Path, *, check_owner: bool, stdin: bool = False) -> LoadedConfig:
     from crond.config import loader  # noqa: PLC0415  (see the imports above)
 
-    return loader.load_file(path, enforce=check_owner)[0]
+    return loader.load_file(path, enforce=check_owner, stdin=stdin)[0]
 
 
-def _load_or_exit(path: Path, *, as_json: bool = False, check_owner: bool = False) -> LoadedConfig:
+def _load_or_exit(
+    path: Path, *, as_json: bool = False, check_owner: bool = False, stdin: bool = False
+) -> LoadedConfig:
     from crond.config import problems  # noqa: PLC0415  (see the imports above)
 
     try:
-        return _load(path, check_owner=check_owner)
+        return _load(path, check_owner=check_owner, stdin=stdin)
     except problems.ConfigError as exc:
-        _exit_with(path, exc, as_json=as_json)
+        _exit_with(Path("<stdin>") if stdin else path, exc, as_json=as_json)
 
 
 def _exit_with(path: Path, exc: problems.ConfigError, *, as_json: bool = False) -> NoReturn:
@@ -68,7 +76,7 @@ def _exit_with(path: Path, exc: problems.ConfigError, *, as_json: bool = False) 
     else:
         for problem in exc.problems:
             click.echo(str(problem), err=True)
-        count, name = len(exc.problems), "<stdin>" if str(path) == "-" else path
+        count, name = len(exc.problems), path
         from crond.config.problems import MAX_PROBLEMS  # noqa: PLC0415  (see the imports above)
 
         said = f"more than {MAX_PROBLEMS:,}" if count > MAX_PROBLEMS else str(count)
@@ -85,11 +93,12 @@ def main() -> None:
 @main.command()
 @click.argument("file", type=_FILE_OR_STDIN)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def validate(file: Path, as_json: bool) -> None:
-    """Check FILE and print every problem, or `FILE: N jobs OK`."""
+def validate(file: str, as_json: bool) -> None:
+    """Check FILE and print every problem, or `FILE: N jobs OK` (`-`: standard input)."""
     from crond.config import loaded  # noqa: PLC0415  (see the imports above)
 
-    cfg = _load_or_exit(file, as_json=as_json, check_owner=True)
+    path, stdin = _stdin_or_path(file)
+    cfg = _load_or_exit(path, as_json=as_json, check_owner=True, stdin=stdin)
     warnings = loaded.dst_warnings(cfg, SystemClock().now()) + loaded.reboot_warnings(cfg)
     if as_json:
         click.echo(
@@ -137,12 +146,13 @@ def schema() -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 def next_(
-    file: Path, jobs: tuple[str, ...], count: int, start: datetime | None, as_json: bool
+    file: str, jobs: tuple[str, ...], count: int, start: datetime | None, as_json: bool
 ) -> None:
-    """Preview the next fires of each job, in order."""
+    """Preview the next fires of each job, in order (`-`: FILE on standard input)."""
     from crond.when import preview  # noqa: PLC0415  (keeps `validate` start-up lean)
 
-    cfg = _load_or_exit(file)
+    path, stdin = _stdin_or_path(file)
+    cfg = _load_or_exit(path, stdin=stdin)
     unknown = [name for name in jobs if name not in cfg.jobs]
     if unknown:
         raise click.BadParameter(

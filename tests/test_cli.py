@@ -264,3 +264,16 @@ def test_a_file_with_more_problems_than_shown_says_so(tmp_path: Path) -> None:
     lines = err.splitlines()
     assert lines[-1] == f"{f}: more than 1,000 errors"
     assert "more problems from here on, not shown" in lines[-2]
+
+
+def test_only_validate_and_next_read_standard_input(tmp_path: Path) -> None:
+    """`crond run -` would run jobs as root from a pipe, past the ownership rule: `-` is a
+    file name there (and none exists), as `./-` is everywhere."""
+    text = "jobs:\n  a: {every: 1m, command: x}\n"
+    for args in (["run", "-", "--state-dir", "none"], ["run-job", "-", "a"], ["history", "-"]):
+        result = CliRunner().invoke(main, args, input=text)
+        assert result.exit_code == 1, args
+        assert "-: no such file" in result.stderr, args
+    result = CliRunner().invoke(main, ["validate", "./-"], input=text)
+    assert result.exit_code == 1
+    assert "no such file" in result.stderr

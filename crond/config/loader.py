@@ -39,13 +39,13 @@ from crond.when.zones import ZoneError, get_zone
 STDIN = Path("-")  # `crond validate -`: the file comes on standard input
 
 
-def load_file(path: Path, *, enforce: bool = True) -> tuple[LoadedConfig, str]:
+def load_file(path: Path, *, enforce: bool = True, stdin: bool = False) -> tuple[LoadedConfig, str]:
     """The file's LoadedConfig and the sha256 of the bytes validated. `enforce`: as root,
-    the ownership rule (for the commands that run jobs). `-`: standard input, named
-    <stdin> in messages. Raises ConfigError."""
-    name = "<stdin>" if path == STDIN else str(path)
+    the ownership rule (for the commands that run jobs). `stdin`: the file is standard
+    input instead (`crond validate -`), named <stdin> in messages. Raises ConfigError."""
+    name = "<stdin>" if stdin else str(path)
     try:
-        raw = _stdin() if path == STDIN else ownership.read_schedules_file(path, enforce=enforce)
+        raw = _stdin() if stdin else ownership.read_schedules_file(path, enforce=enforce)
         text = raw.decode("utf-8")
     except ownership.FileRefused as exc:
         raise ConfigError([Problem(name, 0, 0, "", exc.message)]) from None
@@ -56,7 +56,10 @@ def load_file(path: Path, *, enforce: bool = True) -> tuple[LoadedConfig, str]:
 
 
 def _stdin() -> bytes:
-    raw = sys.stdin.buffer.read(ownership.MAX_BYTES + 1)
+    try:
+        raw = sys.stdin.buffer.read(ownership.MAX_BYTES + 1)
+    except (OSError, AttributeError, ValueError) as exc:  # closed, or not readable
+        raise ownership.FileRefused(STDIN, f"standard input cannot be read ({exc})") from None
     if len(raw) > ownership.MAX_BYTES:
         size = ownership.MAX_BYTES // (1024 * 1024)
         raise ownership.FileRefused(STDIN, f"too large (more than {size} MiB)")
