@@ -164,3 +164,17 @@ def test_liveness_never_follows_a_directory_swapped_for_a_link(tmp_path: Path) -
         liveness.write(tmp_path / "link" / "live.json", {"pid": 1})
     assert list(victim.iterdir()) == []
     assert list(theirs.iterdir()) == []
+
+
+def test_health_neither_follows_a_link_nor_shows_what_it_read(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"updated_at": "TOPSECRET-VALUE"}')
+    live = tmp_path / "live.json"
+    live.symlink_to(secret)
+    result = liveness.check(live, datetime.now(UTC), None)
+    assert not result.ok
+    assert "TOPSECRET" not in result.message
+    live.unlink()
+    live.write_text('{"updated_at": "TOPSECRET-VALUE"}')
+    result = liveness.check(live, datetime.now(UTC), None)
+    assert result.message == f"{live}: unreadable liveness file (not crond's liveness JSON)"

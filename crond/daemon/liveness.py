@@ -78,8 +78,10 @@ def check(path: Path, now: datetime, max_age: timedelta | None) -> Health:
         updated = datetime.fromisoformat(str(payload["updated_at"]).replace("Z", "+00:00"))
     except FileNotFoundError:
         return Health(False, f"{path}: no liveness file (is crond running with --liveness-file?)")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return Health(False, f"{path}: unreadable liveness file ({exc})")
+    except OSError as exc:
+        return Health(False, f"{path}: unreadable liveness file ({exc.strerror or exc})")
+    except (ValueError, KeyError, TypeError):  # its text is not shown: it may be anything
+        return Health(False, f"{path}: unreadable liveness file (not crond's liveness JSON)")
     if max_age is None:
         beat = payload.get("heartbeat_s")
         seconds = 3 * beat + 1 if isinstance(beat, (int, float)) else 31.0
@@ -109,11 +111,17 @@ _MAX_BYTES = 64 * 1024  # a liveness file is a few hundred bytes
 def _read_small(path: Path) -> bytes:
     """The file's bytes: a regular file of at most _MAX_BYTES (a FIFO or device in its
     place would block `crond health`, or never end)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    # Looked at before it is opened, and never through a link: opening a FIFO or a
+    # device has effects of its own (it releases a writer; a watchdog device arms).
+    held = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        st = os.fstat(fd)
+        st = os.fstat(held)
         if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_BYTES:
-            raise ValueError("not a liveness file: not a small regular file")
+            raise ValueError("not a small regular file")
+        fd = os.open(f"/proc/self/fd/{held}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(held)
+    try:
         return os.read(fd, _MAX_BYTES)
     finally:
         os.close(fd)
