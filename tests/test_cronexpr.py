@@ -238,6 +238,8 @@ PARSE_ERRORS = [
     ("0 0 L-2 * *", "day-of-month", "L-2",
      f'day-of-month field: "L-2" is not supported {ACCEPTED}'),
     ("0 0 LW * *", "day-of-month", "LW", f'day-of-month field: "LW" is not supported {ACCEPTED}'),
+    ("0 0 1-L * *", "day-of-month", "1-L",
+     f'day-of-month field: "1-L" is not supported {ACCEPTED}'),
     ("0 0 W5 * *", "day-of-month", "W5", f'day-of-month field: "W5" is not supported {ACCEPTED}'),
     ("0 0 * * 5L", "day-of-week", "5L", f'day-of-week field: "5L" is not supported {ACCEPTED}'),
     ("H/5 * * * *", "minute", "H/5", f'minute field: "H/5" is not supported {ACCEPTED}'),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -654,3 +654,38 @@ def test_two_rules_on_one_fire_give_two_notes() -> None:
         ),
         ("2022-01-08T23:01:00+01:00", "first of two passes of 23:01 (wildcard job, R5)"),
     ]
+
+
+def test_a_one_second_repeat_is_dst_too() -> None:
+    """R5 for the smallest backward jump: 02:00:00 happens twice, a second apart; the
+    fixed-time job runs on the first pass only, the wildcard job on both."""
+    day = 19000 * 86400  # 2022-01-08
+    zone = _tzif(1, [(day + 2 * 3600, 0)])
+    after = EPOCH + timedelta(seconds=day)
+    fixed = CronTiming(parse_cron("0 2 * * *"), zone).fires(after)
+    assert [(f.local.isoformat(), f.note) for f in itertools.islice(fixed, 2)] == [
+        ("2022-01-08T02:00:00+00:00:01", "first pass of 02:00; the second pass is not run (R5)"),
+        ("2022-01-09T02:00:00+00:00", None),
+    ]
+    wildcard = CronTiming(parse_cron("* 2 * * *"), zone).fires(after)
+    assert [(f.local.isoformat(), f.note) for f in itertools.islice(wildcard, 3)] == [
+        ("2022-01-08T02:00:00+00:00:01", "first of two passes of 02:00 (wildcard job, R5)"),
+        ("2022-01-08T02:00:00+00:00", "second pass of 02:00 (wildcard job, R5)"),
+        ("2022-01-08T02:01:00+00:00", None),
+    ]
+
+
+@pytest.mark.parametrize(
+    "zone", [UTC, ZoneInfo("Etc/GMT-14"), timezone(timedelta(hours=5, minutes=45))], ids=str
+)
+def test_a_zone_without_transitions_needs_no_timeline(
+    monkeypatch: pytest.MonkeyPatch, zone: tzinfo
+) -> None:
+    """Its fires are calendar arithmetic alone: no stretch of its timeline is looked up."""
+
+    def stretch_at(zone: tzinfo, u: int) -> object:
+        raise AssertionError("a stretch looked up")
+
+    monkeypatch.setattr(timing, "stretch_at", stretch_at)
+    fires = CronTiming(parse_cron("30 2 * * *"), zone).fires(utc("2026-03-01T00:00Z"))
+    assert all(f.local.hour == 2 and f.note is None for f in itertools.islice(fires, 400))

@@ -147,22 +147,21 @@ class CronExpr:
         year, month, first = _civil(day)
         ordered = self.month_list
         days, weekdays, day_and = self.days, self.weekdays, self.day_and
-        end = year * 12 + month + 400 * 12  # a Gregorian cycle: a valid expression matches
-        while ordered and year * 12 + month < end:
+        end = year + 400  # a Gregorian cycle: a valid expression matches within it
+        while ordered:
             i = bisect.bisect_left(ordered, month)
-            if i == len(ordered):
+            if i == len(ordered):  # past its last month (13 included): next year's first
                 year, month, first = year + 1, ordered[0], 1
             elif ordered[i] != month:
                 month, first = ordered[i], 1
-            if year * 12 + month >= end:
+            if year >= end:
                 break
             start, length, weekday = _month(year, month)
             matching = _days_of_month(days, weekdays, day_and, length, weekday)
             j = bisect.bisect_left(matching, first)
             if j < len(matching):
                 return start + matching[j] - 1
-            first = 1
-            year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+            month, first = month + 1, 1
         return _NEVER
 
     def walls(self, lo: int, hi: int) -> list[int]:

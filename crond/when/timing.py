@@ -101,7 +101,7 @@ def jitter_offset(name: str, jitter: timedelta) -> timedelta:
     span = jitter // _MS
     if span <= 0:
         return _ZERO
-    digest = hashlib.sha256(name.encode("utf-8")).digest()
+    digest = hashlib.sha256(name.encode()).digest()  # UTF-8
     return timedelta(milliseconds=int.from_bytes(digest[:8], "big") % span)
 
 
@@ -135,7 +135,7 @@ class CronTiming:
         self.zone = zone
         self.jitter = jitter
         self._fixed = not expr.wildcard
-        self._jitter_us = jitter // _US if jitter else 0
+        self._jitter_us = jitter // _US
         self._stretch = NO_STRETCH  # the last one used: fires come in order
         self._steady = steady_offset(zone)
 
