@@ -41,10 +41,12 @@ UNKNOWN = [
     ("Europe/Berlin/..", '(did you mean "Europe/Berlin"?)'),
     ("zone.tab", HINT),  # a file of the zone directory that is not a zone
     ("tzdata.zi", HINT),
+    ("America/Argentina", '(did you mean "America/Argentina/Salta"?)'),  # a directory
+    ("a" * 300, HINT),  # too long a file name
 ]
 
 
-@pytest.mark.parametrize(("name", "hint"), UNKNOWN, ids=[u[0] or "empty" for u in UNKNOWN])
+@pytest.mark.parametrize(("name", "hint"), UNKNOWN, ids=[u[0][:20] or "empty" for u in UNKNOWN])
 def test_an_unknown_zone_is_refused_with_a_hint(name: str, hint: str) -> None:
     with pytest.raises(ZoneError) as caught:
         zones._find_zone(name)
@@ -134,7 +136,7 @@ def test_local_is_the_host_zone(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @needs_system_zones
-@pytest.mark.parametrize("tz", ["", "Nowhere/Nothing", "../etc"])
+@pytest.mark.parametrize("tz", ["", "Nowhere/Nothing", "../etc", "America", "a" * 300])
 def test_else_the_zone_localtime_links_to(
     host: Path, monkeypatch: pytest.MonkeyPatch, tz: str
 ) -> None:

@@ -247,10 +247,10 @@ def parse_cron(expr: str) -> CronExpr:
     parts = text.split()
     if len(parts) != 5:
         raise CronError(_count_message(len(parts)), field=None, value=expr)
-    minutes, hours, days, months, weekdays = map(_field, range(5), parts)
+    minutes, hours, days, months, weekdays = (_field(i, part) for i, part in enumerate(parts))
     # R2 and R3 go by how the fields are written: whether they start with "*".
     day_and = parts[2][0] == "*" or parts[4][0] == "*"
-    if day_and and parts[2][0] != "*":  # a day must match the day-of-month written
+    if day_and:  # a day must match the day-of-month written (`*/n` has the 1st: it does)
         _check_day_exists(days, months, parts[2])
     return CronExpr(
         source=" ".join(parts),
