@@ -15,7 +15,7 @@ running meanwhile; mutmut's own commands work there afterwards (`cd DIR && mutmu
 NAME`, `mutmut browse`). It prints the score of each module (killed / all), then every
 survivor with its change, marked with the reason tests/MUTANTS.md gives when it lists it
 as equivalent. It fails when a module scores under 95 % or a survivor is not listed.
-It takes minutes (about 10 on two cores): not part of `make test` nor CI.
+It takes minutes (about 15 on two cores): not part of `make test` nor CI.
 """
 
 from __future__ import annotations
