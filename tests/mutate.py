@@ -77,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     survivors = [_survivor(work, n, s) for n, s in sorted(results.items()) if s not in CAUGHT]
     known = _known()
     ok = _report(results, survivors, known, minutes)
+    seen = {(s.module, s.function, s.old, s.new) for s in survivors}
+    stale = [k for k in known if k not in seen and (not args.only or k[0] in args.only)]
+    for module, function, old, new in stale:
+        print(f"no longer a survivor, in tests/MUTANTS.md: {module}.{function}: `{old}` → `{new}`")
     return 0 if ok else 1
 
 
