@@ -55,7 +55,7 @@ def read_schedules_file(path: Path, *, enforce: bool = True, euid: int | None = 
     `enforce` and a root daemon (`euid`, default `os.geteuid()`), only when root alone
     can change the file and every directory and link on the way to it. Raises
     FileRefused, with the reason and the fix."""
-    as_root = enforce and (os.geteuid() if euid is None else euid) == 0
+    as_root = enforce and _as_root(euid)
     try:
         if as_root:
             parent, name = _walk(path)
@@ -78,11 +78,11 @@ def read_schedules_file(path: Path, *, enforce: bool = True, euid: int | None = 
 
 def directory_problem(path: Path, *, euid: int | None = None) -> str | None:
     """None when a root daemon may create files in the directory `path` (or the daemon
-    is not root), else one line naming the directory, the problem and the fix. Only who
-    can write is judged here: a directory that is missing (root makes it, mode 0700; the
-    caller checks again after), or that cannot be reached or made, is for the caller's
-    own open to report."""
-    if (os.geteuid() if euid is None else euid) != 0:
+    is not root), else one line naming the directory, the problem and the fix. A
+    directory that is missing (root makes it, mode 0700; the caller checks again after)
+    or that a file stands in the way of is for the caller's own open to report; one that
+    cannot be walked for another reason is refused."""
+    if not _as_root(euid):
         return None
     try:
         fd, name = _walk(path)
@@ -117,7 +117,7 @@ def open_directory(path: Path, *, euid: int | None = None) -> int:
     the directory itself included, is one only root can change (a sticky one such as
     /tmp too: names created there are random and exclusive). Raises OSError, with the
     reason and the fix for one root may not trust."""
-    if (os.geteuid() if euid is None else euid) != 0:
+    if not _as_root(euid):
         return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fd, _ = _walk(path, into=True)
@@ -125,6 +125,11 @@ def open_directory(path: Path, *, euid: int | None = None) -> int:
         fix = exc.fixed(_ANOTHER_DIR)
         raise PermissionError(errno.EPERM, f"{exc}; {_DIR_ONLY} (fix: {fix})") from None
     return fd
+
+
+def _as_root(euid: int | None) -> bool:
+    """Whether the rules apply: the daemon is root (`euid`, default `os.geteuid()`)."""
+    return (os.geteuid() if euid is None else euid) == 0
 
 
 class _Unsafe(Exception):  # noqa: N818  (an internal verdict)

@@ -80,7 +80,7 @@ def quick(
     one whose daemon loaded other bytes: then the file is loaded after all."""
     try:
         raw = ownership.read_schedules_file(path, enforce=False)
-        reader = locate.open_reader(flag, None if flag else _state_dir_hint(raw))
+        reader = _reader_of(raw, flag)
     except (ownership.FileRefused, StateError):
         return None
     try:
@@ -128,6 +128,11 @@ def open_reader_for(path: Path, flag: str | None) -> Reader:
         raw = ownership.read_schedules_file(path, enforce=False)
     except ownership.FileRefused:
         raw = b""
+    return _reader_of(raw, flag)
+
+
+def _reader_of(raw: bytes, flag: str | None) -> Reader:
+    """The store `--state-dir` names, else the one the file's `daemon:` block names."""
     return locate.open_reader(flag, None if flag else _state_dir_hint(raw))
 
 
