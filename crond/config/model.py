@@ -129,6 +129,19 @@ class Output(StrEnum):
     DISCARD = "discard"
 
 
+class NotifyEvent(StrEnum):
+    """What a notifier can be told of a job (docs/alerting.md)."""
+
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"  # a run whose last attempt, retries spent, did not succeed
+    RECOVERED = "recovered"  # the first success after failed runs
+    MISSED = "missed"
+    SKIPPED = "skipped"
+    LOST = "lost"
+    LONG_RUNNING = "long_running"
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
 
