@@ -17,6 +17,7 @@ import sys
 import textwrap
 import time
 import tracemalloc
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -1041,9 +1042,14 @@ def test_run_ids_are_unique_and_sort_by_time() -> None:
     early = [runner.new_run_id(SLOT) for _ in range(100)]
     late = runner.new_run_id(SLOT + timedelta(milliseconds=1))
     assert len(set(early)) == 100
-    assert all(len(i) == 16 for i in early)
     assert max(early) < late
-    assert len(runner.new_run_id()) == 16
+    for text in [*early, late, runner.new_run_id()]:
+        parsed = uuid.UUID(text)
+        assert (str(parsed), parsed.version, parsed.variant) == (text, 7, uuid.RFC_4122)
+    # The first 48 bits are the instant's milliseconds since the epoch.
+    assert int(early[0].replace("-", "")[:12], 16) == int(SLOT.timestamp() * 1000)
+    now_ms = int(uuid.UUID(runner.new_run_id()).int >> 80)
+    assert abs(now_ms - time.time() * 1000) < 60_000
 
 
 def test_iso_utc() -> None:
