@@ -55,6 +55,28 @@ def test_start_and_finish_record_an_attempt(tmp_path: Path) -> None:
     assert store.last("a", outcome="failed") is None
 
 
+def _note(job: str, created: float = 1.0) -> base.OutboxRow:
+    return base.OutboxRow(0, "notify", "ops", job, "failed", f'{{"job": "{job}"}}', created)
+
+
+def test_the_outbox_keeps_notifications_across_a_restart_until_done(tmp_path: Path) -> None:
+    store = state.Store(tmp_path)
+    ids = store.outbox_add([_note("a", 1.0), _note("b", 2.0), _note("c", 3.0)])
+    assert len(set(ids)) == 3
+    store.outbox_done(ids[:1])
+    store.close()
+    store = state.Store(tmp_path)  # the next daemon (or the same after a crash)
+    pending = store.outbox_pending(10)
+    assert [(r.id, r.job, r.body, r.created) for r in pending] == [
+        (ids[1], "b", '{"job": "b"}', 2.0),
+        (ids[2], "c", '{"job": "c"}', 3.0),
+    ]  # oldest first
+    assert [r.job for r in store.outbox_pending(1)] == ["b"]
+    store.outbox_done([r.id for r in pending] + [999])  # an id already gone is no error
+    assert store.outbox_pending(10) == []
+    store.close()
+
+
 def test_cursor_never_goes_back(tmp_path: Path) -> None:
     store = state.Store(tmp_path)
     store.save_cursors([("a", T0 + timedelta(hours=1))])
@@ -431,6 +453,7 @@ def test_an_older_store_is_upgraded_in_place_keeping_history_and_cursors(
     row = store.start("never", run_id="r4", slot=_NEXT, attempt=1, started=_NEXT, cursor=_NEXT)
     finish(store, row, "never", "success")
     assert store.summaries()["never"].success_run_id == "r4"
+    assert store.outbox_add([_note("late")]) == [1]  # an older store gains the outbox
     store.close()
     state.Reader(tmp_path).close()  # and read
 
@@ -704,6 +727,7 @@ class _MemoryStore:
         self.lost = lost or []
         self.rows: dict[int, tuple[str, str, str | None]] = {}  # token -> job, run id, outcome
         self.meta: dict[str, str] = {}
+        self.outbox: list[base.OutboxRow] = []
         self.closed = False
 
     @property
@@ -770,6 +794,20 @@ class _MemoryStore:
     def set_meta(self, key: str, value: str) -> None:
         self._check()
         self.meta[key] = value
+
+    def outbox_add(self, rows: Sequence[base.OutboxRow]) -> list[int]:
+        self._check()
+        start = len(self.outbox) + 1
+        self.outbox += [row._replace(id=start + n) for n, row in enumerate(rows)]
+        return [start + n for n in range(len(rows))]
+
+    def outbox_pending(self, limit: int) -> list[base.OutboxRow]:
+        self._check()
+        return self.outbox[:limit]
+
+    def outbox_done(self, ids: Sequence[int]) -> None:
+        self._check()
+        self.outbox = [row for row in self.outbox if row.id not in ids]
 
     def publish_view(self, rows: Iterable[base.ViewRow], digest: str | None) -> None:
         self._check()

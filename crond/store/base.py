@@ -90,6 +90,19 @@ class ViewRow:
     next_note: str | None
 
 
+class OutboxRow(NamedTuple):
+    """A notification not yet delivered (crond/notify): what it is, never where it goes
+    (the URL, with its secrets, comes from the file at delivery time)."""
+
+    id: int
+    kind: str  # "notify" (a notifier's) or "ping" (a job's healthchecks.io ping)
+    notifier: str  # the notifier's name; "" for a ping
+    job: str
+    event: str
+    body: str  # the JSON body
+    created: float  # epoch seconds
+
+
 class NextFire(Protocol):
     """A job's next fire, as `when.timing.Fire` has it (not imported: plain values only)."""
 
@@ -245,6 +258,18 @@ class Store(Reader, Protocol):
         ...
 
     def set_meta(self, key: str, value: str) -> None: ...
+
+    def outbox_add(self, rows: Sequence[OutboxRow]) -> list[int]:
+        """Keep notifications to deliver (their `id` is ignored), in one commit; their ids."""
+        ...
+
+    def outbox_pending(self, limit: int) -> list[OutboxRow]:
+        """The oldest `limit` notifications not yet delivered nor given up."""
+        ...
+
+    def outbox_done(self, ids: Sequence[int]) -> None:
+        """Forget notifications delivered or given up, in one commit."""
+        ...
 
     def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
         """Make the view a freshly loaded file's jobs. `digest`: the sha256 of the

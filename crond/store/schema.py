@@ -82,6 +82,18 @@ CREATE TABLE IF NOT EXISTS view (
 );
 -- Whether the view is behind (a stalled daemon): the earliest next fire, without a scan.
 CREATE INDEX IF NOT EXISTS view_next ON view (next_at);
+-- Notifications not yet delivered (crond/notify/delivery.py), so a restart or a crash
+-- loses none. No URL or header is kept: they come from the file when one is sent. A new
+-- table needs no new schema version: an older crond ignores it.
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    notifier TEXT NOT NULL,
+    job TEXT NOT NULL,
+    event TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created REAL NOT NULL
+);
 """
 
 # Schemas 1 and 2 -> 3, in one transaction. The view is derived data, rebuilt at every

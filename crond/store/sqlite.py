@@ -23,7 +23,7 @@ from typing import Any
 
 from crond.clock import iso_utc
 from crond.store import files, schema
-from crond.store.base import AttemptRow, StateError, ViewRow
+from crond.store.base import AttemptRow, OutboxRow, StateError, ViewRow
 from crond.store.files import DB_NAME, LOCK_NAME
 from crond.store.sqlite_read import (
     ATTEMPTS,
@@ -201,6 +201,32 @@ class Store(Reads):
     def set_meta(self, key: str, value: str) -> None:
         with self._transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # --- notifications not yet delivered ---------------------------------------------
+
+    def outbox_add(self, rows: Sequence[OutboxRow]) -> list[int]:
+        with self._transaction() as db:
+            ids = []
+            for r in rows:
+                cursor = db.execute(
+                    "INSERT INTO outbox (kind, notifier, job, event, body, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (r.kind, r.notifier, r.job, r.event, r.body, r.created),
+                )
+                assert cursor.lastrowid is not None
+                ids.append(cursor.lastrowid)
+            return ids
+
+    def outbox_pending(self, limit: int) -> list[OutboxRow]:
+        rows = self._all(
+            "SELECT id, kind, notifier, job, event, body, created FROM outbox ORDER BY id LIMIT ?",
+            (limit,),
+        )
+        return decoded(self.path, lambda: [OutboxRow(*row) for row in rows])
+
+    def outbox_done(self, ids: Sequence[int]) -> None:
+        with self._transaction() as db:
+            db.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in ids])
 
     # --- the view -------------------------------------------------------------------
 
