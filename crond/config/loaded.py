@@ -8,7 +8,8 @@ nothing is set on a model after validation.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Literal
 from zoneinfo import ZoneInfo
 
 from crond.config.durations import format_duration
@@ -28,6 +29,8 @@ class LoadedJob:
     name: str
     settings: Job
     cron_expr: CronExpr | None = field(default=None, compare=False)  # `settings.cron`, parsed
+    # `settings.ping` with its ${NAME}s expanded: a secret, never shown (repr too).
+    ping: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def zone(self) -> ZoneInfo:
@@ -59,6 +62,23 @@ class LoadedJob:
         return f"every {format_duration(self.settings.every)}"
 
 
+NotifierKind = Literal["webhook", "command", "apprise"]
+
+
+@dataclass(frozen=True)
+class NotifierSpec:
+    """A notifier of the file, ready to send: its ${NAME}s expanded (secrets, kept out of
+    repr and never logged). `shown` is what may be shown of it (docs/alerting.md,
+    Secrets): "webhook https://hooks.slack.com/…", "command page", "apprise mailtos://…"."""
+
+    name: str
+    kind: NotifierKind
+    target: str | tuple[str, ...] = field(repr=False)  # URL; command string or argv
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # webhook only
+    repeat: timedelta = timedelta(hours=1)
+    shown: str = ""
+
+
 @dataclass(frozen=True)
 class LoadedConfig:
     """A whole schedules file, loaded: `config` as validated, its jobs by name (in file
@@ -68,6 +88,10 @@ class LoadedConfig:
     config: Config
     jobs: dict[str, LoadedJob]
     cron_marks: dict[str, Mark] = field(default_factory=dict, compare=False)
+    notifiers: dict[str, NotifierSpec] = field(default_factory=dict)
+    # `${NAME}`s not set in the environment, when the load did not refuse them
+    # (`crond validate` shows them as warnings; `crond run` refuses the file).
+    env_warnings: list[Problem] = field(default_factory=list, compare=False)
 
     @property
     def daemon(self) -> Daemon:

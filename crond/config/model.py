@@ -206,6 +206,11 @@ class JobFields(_Model):
     catchup: Catchup | None = None
     catchup_window: Grace | None = None
     history: Annotated[int, Field(ge=1, le=100_000)] | None = None
+    # Telling people (docs/alerting.md): notifier name -> events; a healthchecks.io URL;
+    # one `long_running` when a run is still going this long after its start.
+    notify: dict[str, list[NotifyEvent]] | None = None
+    ping: str | None = None
+    warn_after: Duration | None = None
 
     @field_validator("cron")
     @classmethod
@@ -285,6 +290,7 @@ class Job(JobFields):
     catchup: Catchup = Catchup.NONE
     catchup_window: Grace = timedelta(days=1)
     history: Annotated[int, Field(ge=1, le=100_000)] = 100
+    notify: dict[str, list[NotifyEvent]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -323,12 +329,24 @@ def _field_error(field: str, message: str) -> None:
     raise PydanticCustomError("crond_field", message, {"field": field})
 
 
+class Notifier(_Model):
+    """A named place to tell (docs/alerting.md): exactly one of webhook, command, apprise.
+    The texts may hold `${NAME}`, expanded from crond's environment at load."""
+
+    webhook: str | None = None
+    command: Annotated[str, Field(min_length=1)] | list[str] | None = None
+    apprise: str | None = None
+    headers: dict[str, str] | None = None  # webhook only
+    repeat: Duration = timedelta(hours=1)  # a failing streak is told at most this often
+
+
 class Daemon(_Model):
     liveness_file: str | None = None
     # Unset: the default place (state.default_dir); "none": no state store at all.
     state_dir: Annotated[str, Field(min_length=1)] | None = None
     heartbeat: Duration = timedelta(seconds=10)
     shutdown_timeout: Duration = timedelta(seconds=30)
+    metrics: str | None = None  # HOST:PORT serving /metrics and /healthz; None: off
 
     @field_validator("heartbeat")
     @classmethod
@@ -345,6 +363,7 @@ class Config(_Model):
     timezone: str = "UTC"
     defaults: JobFields = JobFields()
     daemon: Daemon = Daemon()
+    notifiers: dict[str, Notifier] = Field(default_factory=dict)
     jobs: dict[str, Job]
 
     @field_validator("timezone")
