@@ -23,7 +23,7 @@ Histogram buckets (upper bounds, seconds; +Inf is added):
 - `crond_job_duration_seconds`: 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600, 1800, 3600,
   7200, 21600: a cron job runs from a fraction of a second to hours; the bounds are
   about a factor of 2 to 5 apart, so a job's typical duration and its slow tail fall in
-  different buckets at every scale, with 15 series a job.
+  different buckets at every scale, with 15 bucket series a job.
 - `crond_start_lag_seconds`: 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
   2.5, 5, 10, 30, 60: a healthy start is a millisecond or two late (docs/performance.md);
   a loaded machine tens of ms; a stalled loop seconds to a minute.
