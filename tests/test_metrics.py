@@ -321,7 +321,11 @@ def test_any_job_name_renders_safely() -> None:
 
 
 def test_large_values_and_odd_inputs_keep_the_page_valid() -> None:
-    metrics = make("alpha")
+    metrics = make("alpha", "beta")
+    metrics.missed("beta", 999_999)  # the last count written without an exponent
+    assert samples(metrics)[("crond_job_missed_total", job("beta"))] == 999_999
+    metrics.missed("beta", 1)
+    assert samples(metrics)[("crond_job_missed_total", job("beta"))] == 1_000_000
     for _ in range(3):
         metrics.run_finished("alpha", "success", -1.0, 1_780_000_000.123)  # a clock step
     metrics.run_finished("alpha", "success", math.nan, 1.0)

@@ -120,6 +120,22 @@ def _num(value: float) -> str:
     return "0.0" if value == 0 else _go_float(value)
 
 
+def _count(value: int) -> str:
+    """A count as _go_float writes it (Go switches to an exponent from 1e6 on): the
+    common case without its float conversions, half a render's time otherwise."""
+    return f"{value}.0" if 0 <= value < 1_000_000 else _go_float(value)
+
+
+_KEYS: dict[str, str] = {}  # outcomes, reasons, results (named by crond's code), escaped
+
+
+def _key(text: str) -> str:
+    escaped = _KEYS.get(text)
+    if escaped is None:
+        escaped = _KEYS[text] = label_value(text)
+    return escaped
+
+
 class _Job:
     """One job's numbers. `label` is its `job_name="..."` pair, escaped once."""
 
@@ -238,7 +254,7 @@ class Metrics:
         for job in jobs:
             prefix = f"crond_job_runs_total{{{job.label},outcome="
             for outcome, count in job.runs.items():
-                out.append(f'{prefix}"{label_value(outcome)}"}} {_num(count)}\n')
+                out.append(f'{prefix}"{_key(outcome)}"}} {_count(count)}\n')
         self._head(out, "duration")
         for job in jobs:
             _histogram(out, "crond_job_duration_seconds", job.label, job.buckets,
@@ -248,12 +264,12 @@ class Metrics:
         self._gauges(out, "next_fire", ((job.label, next_fire.get(job.name, 0)) for job in jobs))
         self._gauges(out, "running", ((job.label, running.get(job.name, 0)) for job in jobs))
         self._head(out, "missed")
-        out.extend(f"crond_job_missed_total{{{job.label}}} {_num(job.missed)}\n" for job in jobs)
+        out.extend(f"crond_job_missed_total{{{job.label}}} {_count(job.missed)}\n" for job in jobs)
         self._head(out, "skipped")
         for job in jobs:
             prefix = f"crond_job_skipped_total{{{job.label},reason="
             for reason, count in job.skipped.items():
-                out.append(f'{prefix}"{label_value(reason)}"}} {_num(count)}\n')
+                out.append(f'{prefix}"{_key(reason)}"}} {_count(count)}\n')
         self._gauges(out, "paused", ((job.label, float(job.paused)) for job in jobs))
         self._head(out, "lag")
         _histogram(
@@ -265,7 +281,7 @@ class Metrics:
         for notifier, counts in self._notifications.items():
             prefix = f'crond_notifications_total{{notifier="{label_value(notifier)}",result='
             for result, count in counts.items():
-                out.append(f'{prefix}"{label_value(result)}"}} {_num(count)}\n')
+                out.append(f'{prefix}"{_key(result)}"}} {_count(count)}\n')
         self._gauges(out, "jobs", [("", len(self._jobs))])
         self._gauges(out, "build", [(f'version="{label_value(self._version)}"', 1)])
         return "".join(out).encode()
@@ -359,8 +375,8 @@ def _histogram(
     seen = 0
     for le, count in zip(les, buckets, strict=True):
         seen += count
-        out.append(f'{bucket}"{le}"}} {_num(seen)}\n')
-    out.append(f"{name}_count{tail} {_num(seen)}\n{name}_sum{tail} {_num(total)}\n")
+        out.append(f'{bucket}"{le}"}} {_count(seen)}\n')
+    out.append(f"{name}_count{tail} {_count(seen)}\n{name}_sum{tail} {_num(total)}\n")
 
 
 def _cumulative(buckets: list[int], les: tuple[str, ...]) -> list[tuple[str, float]]:
