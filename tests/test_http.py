@@ -143,6 +143,18 @@ async def test_get_answers_the_route_with_its_headers() -> None:
         assert served.calls == ["metrics", "healthz", "metrics", "metrics"]
 
 
+async def test_a_big_page_arrives_whole() -> None:
+    page = bytes(range(256)) * 12_345  # 3 MB, not a whole number of write pieces
+
+    def big() -> tuple[int, str, bytes]:
+        return 200, "application/octet-stream", page
+
+    async with serving({"/big": big}) as served:
+        answer = await get(served.port, "/big")
+        assert answer.headers["content-length"] == str(len(page))
+        assert answer.body == page
+
+
 async def test_head_sends_the_headers_only() -> None:
     async with serving() as served:
         answer = await get(served.port, "/metrics", "HEAD")

@@ -343,3 +343,16 @@ def test_route() -> None:
     status, content_type, body = metrics.route()
     assert (status, content_type) == (200, CONTENT_TYPE_LATEST)
     assert body == metrics.render()
+
+
+def test_route_reuses_a_page_rendered_moments_ago() -> None:
+    live = Live()
+    reusing = Metrics("1", live, reuse_s=60)
+    fresh = Metrics("1", live, reuse_s=0)
+    for metrics in (reusing, fresh):
+        metrics.set_jobs(config("alpha").jobs)
+        metrics.route()
+        metrics.missed("alpha", 1)
+    assert b'crond_job_missed_total{job_name="alpha"} 0.0' in reusing.route()[2]
+    assert b'crond_job_missed_total{job_name="alpha"} 1.0' in fresh.route()[2]
+    assert b'crond_job_missed_total{job_name="alpha"} 1.0' in reusing.render()

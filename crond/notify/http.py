@@ -40,6 +40,7 @@ MAX_HEAD = 8192  # bytes of request line and headers
 HEAD_TIMEOUT = 5.0  # seconds from the connection to the end of the head
 WRITE_TIMEOUT = 10.0  # seconds to take the whole answer
 MAX_CONNECTIONS = 64
+CHUNK = 65536  # bytes written at a time
 
 _REQUEST_LINE = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[0-9]")
 _HEADER = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+:")
@@ -136,10 +137,14 @@ class _Handler:
     async def _send(self, writer: asyncio.StreamWriter, data: bytes) -> None:
         """Write `data` and close; a client that does not take it in time (or is gone)
         is cut off."""
+        view = memoryview(data)
         try:
             async with asyncio.timeout(self.write_timeout):
-                writer.write(data)
-                await writer.drain()
+                # In pieces: the transport copies what the socket does not take at once,
+                # so a slow reader holds one piece of its own, not a copy of the page.
+                for start in range(0, len(view), CHUNK):
+                    writer.write(view[start : start + CHUNK])
+                    await writer.drain()
                 writer.close()
                 await writer.wait_closed()
         except (TimeoutError, OSError):
