@@ -29,7 +29,13 @@ from pydantic_core import PydanticCustomError
 
 from crond.config.address import AddressError, split_address
 from crond.config.durations import DurationError, parse_duration
-from crond.config.notifiers import check_apprise, check_command, check_headers, check_url
+from crond.config.notifiers import (
+    PING_EXAMPLE,
+    check_apprise,
+    check_command,
+    check_headers,
+    check_url,
+)
 from crond.config.wording import kind_of, quote, show
 from crond.when import cronexpr
 from crond.when.zones import ZoneError, get_zone
@@ -277,7 +283,7 @@ class JobFields(_Model):
     @field_validator("ping")
     @classmethod
     def _ping(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return None if value is None else check_url(value, _environ(info))
+        return None if value is None else check_url(value, _environ(info), PING_EXAMPLE)
 
     @field_validator("notify")
     @classmethod

@@ -21,6 +21,7 @@ import os
 import re
 import shlex
 import threading
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -77,7 +78,11 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def check_url(written: str, environ: Mapping[str, str]) -> str:
+WEBHOOK_EXAMPLE = "https://hooks.example.com/crond"
+PING_EXAMPLE = "https://hc-ping.com/YOUR-UUID"
+
+
+def check_url(written: str, environ: Mapping[str, str], example: str = WEBHOOK_EXAMPLE) -> str:
     """A webhook's or a ping's URL: http or https, with a host, once expanded. Returns
     `written` (the model keeps the text as written)."""
     url = _expanded(written, environ)
@@ -87,7 +92,7 @@ def check_url(written: str, environ: Mapping[str, str]) -> str:
             raise PydanticCustomError(
                 "crond",
                 f"{_described(written)} is not an http(s) URL with a host: {why} "
-                "(write e.g. https://hooks.example.com/crond)",
+                f"(write e.g. {example})",
             )
     return written
 
@@ -101,12 +106,13 @@ def check_command(written: str | list[str], environ: Mapping[str, str]) -> str |
     for index, part in enumerate(parts):
         expanded = _expanded(part, environ)
         if "\0" in part or (expanded is not None and "\0" in expanded):
-            where = "the command" if isinstance(written, str) else f"item {index} of the command"
-            raise PydanticCustomError(
-                "crond",
-                f"{where} holds a NUL character (\\0), which no program can take (the "
-                "command is not shown, it may hold a secret)",
+            message = (
+                "holds a NUL character (\\0), which no program can take (the command is not "
+                "shown, it may hold a secret)"
             )
+            if isinstance(written, str):
+                raise PydanticCustomError("crond", f"the command {message}")
+            raise _at(index, f"this item of the command {message}", at_key=False)
     return written
 
 
@@ -136,9 +142,9 @@ def check_headers(headers: dict[str, str], environ: Mapping[str, str]) -> dict[s
     return headers
 
 
-def _at(key: str, message: str, *, at_key: bool) -> PydanticCustomError:
-    """An error about the entry `key` of the mapping being checked, located at its key or
-    its value (see problems._message)."""
+def _at(key: str | int, message: str, *, at_key: bool) -> PydanticCustomError:
+    """An error about the entry `key` of the mapping (or list) being checked, located at
+    its key or its value (see problems._message)."""
     return PydanticCustomError("crond_at", message, {"crond_key": key, "crond_at_key": at_key})
 
 
@@ -155,7 +161,10 @@ def check_apprise(written: str, environ: Mapping[str, str]) -> str:
     url = _expanded(written, environ)
     if url is None:
         return written
-    with apprise_silenced():
+    with apprise_silenced(), warnings.catch_warnings():
+        # Its plugins, loaded on first use, import modules Python deprecates: not the
+        # schedules file's business.
+        warnings.simplefilter("ignore", DeprecationWarning)
         usable = apprise.Apprise.instantiate(url)
     if not usable:
         raise PydanticCustomError(

@@ -155,6 +155,7 @@ _FIELD_HINTS = {
     "notifiers": "a mapping of notifier names to notifiers (docs/alerting.md)",
     "notify": "a mapping of notifier names to lists of events, e.g. notify: {ops: [failed]}",
     "headers": "a mapping of header names to text, e.g. headers: {X-Team: ops}",
+    "metrics": "HOST:PORT, e.g. 127.0.0.1:9464",
 }
 
 
