@@ -243,10 +243,8 @@ def _validated(
     )
     if problems or config is None:
         raise ConfigError(capped(problems, filename))
-    loaded = _loaded(config, source, filename, crons, context.environ)
-    if unset_problems and not context.strict:
-        loaded.env_warnings.extend(capped(unset_problems, filename))
-    return loaded
+    warnings = [] if context.strict else capped(unset_problems, filename)
+    return _loaded(config, source, filename, crons, environ=context.environ, env_warnings=warnings)
 
 
 def _unset_problems(
@@ -361,7 +359,9 @@ def _loaded(
     source: yamlsource.Source,
     filename: str,
     crons: dict[str, CronExpr],
+    *,
     environ: Mapping[str, str],
+    env_warnings: list[Problem],
 ) -> LoadedConfig:
     """Each job with its name, parsed `cron` and expanded `ping`, the notifiers ready to
     send, and the cron lines' places."""
@@ -380,7 +380,7 @@ def _loaded(
     specs = {
         name: notifier_spec(name, notifier, environ) for name, notifier in config.notifiers.items()
     }
-    return LoadedConfig(filename, config, jobs, cron_marks, specs)
+    return LoadedConfig(filename, config, jobs, cron_marks, specs, env_warnings)
 
 
 def _share_fields_sets(config: Config) -> None:

@@ -205,7 +205,7 @@ def shown(kind: str, written: str | list[str]) -> str:
     `scheme://host/…`, of a command, the program's base name, from the text as written
     (never an expanded value or an argument)."""
     if isinstance(written, str) and kind != "command":
-        return f"{kind} {show_url(written)}"
+        return f"{kind} {escape(show_url(written))}"
     return f"command {program(written)}"
 
 
