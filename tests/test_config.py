@@ -436,6 +436,7 @@ def test_every_model_field_is_documented() -> None:
         model.Job,
         model.Daemon,
         model.Retry,
+        model.Notifier,
     ]
     missing = [
         f"{model.__name__}.{name}"

@@ -29,9 +29,17 @@ ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 1.0  # seconds, for any one file
 BASE = """\
 timezone: Europe/Berlin
+notifiers:
+  ops:
+    webhook: https://hooks.example.com/crond
+    headers: {Authorization: "Bearer ${CROND_FUZZ_TOKEN}"}
+  page: {command: [page, --to, ops], repeat: 0s}
 defaults:
   grace: 2m
   env: {LANG: C.UTF-8}
+  notify: {ops: [failed, lost]}
+daemon:
+  metrics: 127.0.0.1:9464
 jobs:
   base: &common
     every: 5m
@@ -41,6 +49,9 @@ jobs:
     command: pg_dump app
     timeout: 2h
     env: {A: "2", PORT: 8080}
+    ping: https://hc-ping.com/${CROND_FUZZ_PING}
+    warn_after: 45m
+    notify: {page: [failed, long_running], ops: []}
   merged:
     <<: *common
     jitter: 30s
@@ -55,6 +66,7 @@ jobs:
 
 # The pieces files are made of: what people write, and what attackers and accidents do.
 FIELDS = [*model.Job.model_fields, *model.Config.model_fields, "<<", "x-a", "attempts"]
+FIELDS += [*model.Notifier.model_fields, "ops", "page"]
 ODD_KEYS = ['"a\\nb.yaml:1:1: forged"', "'it''s'", "? [a, b]", "&k key", "!!int 0x10", "~"]
 ODD_SCALARS = [
     *["", "~", "null", "yes", "off", "0x_", "0o17", "1:30", "2026-02-30", "2026-01-01"],

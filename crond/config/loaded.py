@@ -7,14 +7,17 @@ nothing is set on a model after validation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
 from crond.config.durations import format_duration
-from crond.config.model import Config, Daemon, Job
+from crond.config.model import Config, Daemon, Job, Notifier
+from crond.config.notifiers import shown
 from crond.config.problems import Problem
+from crond.config.secrets import expand
 from crond.config.yamlsource import Mark
 from crond.when import timing
 from crond.when.cronexpr import CronExpr
@@ -77,6 +80,25 @@ class NotifierSpec:
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # webhook only
     repeat: timedelta = timedelta(hours=1)
     shown: str = ""
+
+
+def notifier_spec(name: str, notifier: Notifier, environ: Mapping[str, str]) -> NotifierSpec:
+    """The NotifierSpec of a validated notifier, its texts expanded from `environ` (a
+    name not set there stays as written: the load has reported it)."""
+
+    def expanded(text: str) -> str:
+        return expand(text, environ)[0]
+
+    kind = notifier.kind
+    written = notifier.webhook or notifier.apprise or notifier.command
+    assert written is not None  # a notifier has one of the three (model.Notifier._shape)
+    target: str | tuple[str, ...]
+    if isinstance(written, list):
+        target = tuple(expanded(part) for part in written)
+    else:
+        target = expanded(written)
+    headers = tuple((key, expanded(value)) for key, value in (notifier.headers or {}).items())
+    return NotifierSpec(name, kind, target, headers, notifier.repeat, shown(kind, written))
 
 
 @dataclass(frozen=True)

@@ -14,24 +14,27 @@ import contextlib
 import gc
 import hashlib
 import itertools
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from crond import ownership
-from crond.config import model, yamlsource
-from crond.config.loaded import LoadedConfig, LoadedJob
+from crond.config import model, notifiers, yamlsource
+from crond.config.loaded import LoadedConfig, LoadedJob, notifier_spec
 from crond.config.model import JOB_NAME, Config, JobFields
 from crond.config.problems import (
     ConfigError,
     Problem,
     capped,
+    close_matches,
     is_secret,
     problems_from_validation,
 )
+from crond.config.secrets import expand
 from crond.config.wording import MAX_PROBLEMS, quote
 from crond.when.cronexpr import CronExpr
 from crond.when.zones import ZoneError, get_zone
@@ -39,10 +42,18 @@ from crond.when.zones import ZoneError, get_zone
 STDIN = Path("-")  # `crond validate -`: the file comes on standard input
 
 
-def load_file(path: Path, *, enforce: bool = True, stdin: bool = False) -> tuple[LoadedConfig, str]:
+def load_file(
+    path: Path,
+    *,
+    enforce: bool = True,
+    stdin: bool = False,
+    environ: Mapping[str, str] | None = None,
+    strict: bool = False,
+) -> tuple[LoadedConfig, str]:
     """The file's LoadedConfig and the sha256 of the bytes validated. `enforce`: as root,
     the ownership rule (for the commands that run jobs). `stdin`: the file is standard
-    input instead (`crond validate -`), named <stdin> in messages. Raises ConfigError."""
+    input instead (`crond validate -`), named <stdin> in messages. `environ` and
+    `strict`: as for `loads`. Raises ConfigError."""
     name = "<stdin>" if stdin else str(path)
     try:
         raw = _stdin() if stdin else ownership.read_schedules_file(path, enforce=enforce)
@@ -52,7 +63,8 @@ def load_file(path: Path, *, enforce: bool = True, stdin: bool = False) -> tuple
     except UnicodeDecodeError as exc:
         message = f"not UTF-8 text (byte {exc.start})"
         raise ConfigError([Problem(name, 0, 0, "", message)]) from None
-    return loads(text, name), hashlib.sha256(raw).hexdigest()
+    loaded = loads(text, name, environ=environ, strict=strict)
+    return loaded, hashlib.sha256(raw).hexdigest()
 
 
 def _stdin() -> bytes:
@@ -77,14 +89,18 @@ _ONLY_FOR = {
 }
 
 
+# Mappings merged key by key: a job's `env: {A: "1"}` adds A to the defaults' env; its
+# `notify: {ops: []}` replaces the defaults' list for `ops` (unsubscribes it).
+_MERGED_BY_KEY = ("env", "notify")
+
+
 def _merge_all(defaults: dict[str, Any], jobs: dict[Any, Any], zone: Any) -> dict[Any, Any]:
-    """Each job of `jobs` with `defaults` merged in (the job's own fields win; env
-    mappings are merged key by key; a cron job gets the file's zone unless it has one).
-    What depends on `defaults` alone is worked out once, not once per job."""
+    """Each job of `jobs` with `defaults` merged in (the job's own fields win; the env
+    and notify mappings are merged key by key, the job's keys winning; a cron job gets
+    the file's zone unless it has one). What depends on `defaults` alone is worked out
+    once, not once per job."""
     plain = _ONLY_FOR.keys().isdisjoint(defaults)  # the usual case: one C-level merge
-    default_env = defaults.get("env")
-    if not isinstance(default_env, dict):
-        default_env = None
+    by_key = [(k, v) for k in _MERGED_BY_KEY if isinstance(v := defaults.get(k), dict)]
     merged_jobs = {}
     for name, job in jobs.items():
         if not isinstance(job, dict):
@@ -99,10 +115,10 @@ def _merge_all(defaults: dict[str, Any], jobs: dict[Any, Any], zone: Any) -> dic
                 if needed is None or needed in job:
                     merged[key] = value
             merged.update(job)
-        if default_env is not None:
-            env = job.get("env")
-            if isinstance(env, dict):
-                merged["env"] = {**default_env, **env}
+        for key, default in by_key:
+            own = job.get(key)
+            if isinstance(own, dict):
+                merged[key] = {**default, **own}
         if "cron" in job and "timezone" not in merged:
             merged["timezone"] = zone
         merged_jobs[name] = merged
@@ -114,17 +130,41 @@ def _merge_all(defaults: dict[str, Any], jobs: dict[Any, Any], zone: Any) -> dic
 _KEPT_PLACES = frozenset({"cron"})
 
 
-def loads(text: str, filename: str = "<string>") -> LoadedConfig:
-    """Parse and validate a schedules file's text; raise ConfigError with every problem."""
+class _PlacesNeeded(Exception):  # noqa: N818  (a signal, not an error)
+    """The first pass found something to report that is not an error (a `${NAME}` not
+    set, with strict=False): the located pass reports it with its place."""
+
+
+def loads(
+    text: str,
+    filename: str = "<string>",
+    *,
+    environ: Mapping[str, str] | None = None,
+    strict: bool = False,
+) -> LoadedConfig:
+    """Parse and validate a schedules file's text; raise ConfigError with every problem.
+
+    `${NAME}`s (in notifiers and pings, docs/alerting.md) are expanded from `environ`,
+    by default crond's own environment. A name that is not set there is an error with
+    `strict` (`crond run`: a notifier without its token would fail at the worst time);
+    otherwise a warning in `env_warnings`, the text kept as written (`crond validate`
+    on a machine without the secrets)."""
+    context = _Context(os.environ if environ is None else environ, strict)
     with gc_paused():
         first = yamlsource.parse(text, keep=_KEPT_PLACES)
         if not first.problems:  # with problems, the pass below finds them, located
             try:
-                return _validated(first, filename)
-            except ConfigError:
+                return _validated(first, filename, context, located=False)
+            except (ConfigError, _PlacesNeeded):
                 pass
         del first
-        return _validated(yamlsource.parse(text), filename)  # raises, located
+        # raises, or says what is not set, located
+        return _validated(yamlsource.parse(text), filename, context, located=True)
+
+
+class _Context(NamedTuple):
+    environ: Mapping[str, str]
+    strict: bool
 
 
 @contextlib.contextmanager
@@ -154,8 +194,12 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _validated(source: yamlsource.Source, filename: str) -> LoadedConfig:
-    """The Config of parsed `source`, or ConfigError with every problem, located."""
+def _validated(
+    source: yamlsource.Source, filename: str, context: _Context, *, located: bool
+) -> LoadedConfig:
+    """The Config of parsed `source`, or ConfigError with every problem, located
+    (`located`: `source` has every node's place; else _PlacesNeeded when one is needed
+    for a warning)."""
     problems = [_source_problem(p, filename) for p in source.problems]
     data = source.data
     if not problems:
@@ -168,29 +212,56 @@ def _validated(source: yamlsource.Source, filename: str) -> LoadedConfig:
     # that jobs merge (`x-common: &common {...}`, then `<<: *common`). crond ignores them.
     data = {key: value for key, value in data.items() if not str(key).startswith("x-")}
     jobs = data.get("jobs")
+    checks = {model.CRONS: {}, model.ENVIRON: context.environ}
+    unset = notifiers.unset_names(
+        data.get("notifiers"), jobs, data.get("defaults"), context.environ
+    )
+    if unset and not located:
+        raise _PlacesNeeded
+    unset_problems = _unset_problems(unset, source, filename)
+    if context.strict:
+        problems += unset_problems
     if isinstance(jobs, dict):
-        defaults = _good_defaults(data.get("defaults"))
+        defaults = _good_defaults(data.get("defaults"), checks)
         copies = len(jobs) + sum(1 for where, _ in source.duplicates if where[:1] == ("jobs",))
         too_big = _defaults_too_big(defaults, copies, source, filename)
         if too_big:
             raise ConfigError(capped([*problems, too_big], filename))
         zone = _file_zone(data.get("timezone", "UTC"))
         data["jobs"] = _merge_all(defaults, jobs, zone)
-        problems += _duplicate_problems(source, filename, defaults, zone)
+        problems += _duplicate_problems(source, filename, defaults, zone, checks)
     crons: dict[str, CronExpr] = {}
     try:
-        config = Config.model_validate(data, context={model.CRONS: crons})
+        config = Config.model_validate(data, context={**checks, model.CRONS: crons})
     except ValidationError as exc:
         problems += problems_from_validation(exc, source, filename, data)
         config = None
     problems += _check_names(data.get("jobs"), source, filename)
+    problems += _check_names(data.get("notifiers"), source, filename, "notifiers")
+    problems += _check_subscriptions(
+        data.get("notifiers"), jobs, data.get("defaults"), source, filename
+    )
     if problems or config is None:
         raise ConfigError(capped(problems, filename))
-    return _loaded(config, source, filename, crons)
+    warnings = [] if context.strict else capped(unset_problems, filename)
+    return _loaded(config, source, filename, crons, environ=context.environ, env_warnings=warnings)
+
+
+def _unset_problems(
+    unset: list[tuple[yamlsource.Path, str]], source: yamlsource.Source, filename: str
+) -> list[Problem]:
+    return [
+        Problem.at(filename, source.locate(path), path, notifiers.unset_message(name))
+        for path, name in itertools.islice(unset, MAX_PROBLEMS + 1)
+    ]
 
 
 def _duplicate_problems(
-    source: yamlsource.Source, filename: str, defaults: dict[str, Any], zone: object
+    source: yamlsource.Source,
+    filename: str,
+    defaults: dict[str, Any],
+    zone: object,
+    checks: dict[str, Any],
 ) -> list[Problem]:
     """The mistakes inside each duplicated job (besides the duplicate itself), located
     in its own lines: fixing the name should not reveal a second round of errors."""
@@ -200,7 +271,7 @@ def _duplicate_problems(
             continue
         data = {"jobs": _merge_all(defaults, {where[1]: body}, zone)}
         try:
-            Config.model_validate(data, context={model.CRONS: {}})
+            Config.model_validate(data, context={**checks, model.CRONS: {}})
         except ValidationError as exc:
             view = source.duplicate_view(where)
             found += problems_from_validation(exc, view, filename, data)
@@ -215,13 +286,13 @@ def _source_problem(problem: yamlsource.SourceProblem, filename: str) -> Problem
     return Problem.at(filename, problem.mark, problem.path, message)
 
 
-def _good_defaults(defaults: object) -> dict[str, Any]:
+def _good_defaults(defaults: object, checks: dict[str, Any]) -> dict[str, Any]:
     """The fields of `defaults` that are valid: a bad one is reported once, at
     `defaults.FIELD`, and not merged into every job."""
     if not isinstance(defaults, dict):
         return {}
     try:
-        JobFields.model_validate(defaults)
+        JobFields.model_validate(defaults, context=checks)
     except ValidationError as exc:
         bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
     else:
@@ -284,9 +355,16 @@ def _size(value: object, limit: int) -> int:
 
 
 def _loaded(
-    config: Config, source: yamlsource.Source, filename: str, crons: dict[str, CronExpr]
+    config: Config,
+    source: yamlsource.Source,
+    filename: str,
+    crons: dict[str, CronExpr],
+    *,
+    environ: Mapping[str, str],
+    env_warnings: list[Problem],
 ) -> LoadedConfig:
-    """Each job with its name and parsed `cron`, and the cron lines' places."""
+    """Each job with its name, parsed `cron` and expanded `ping`, the notifiers ready to
+    send, and the cron lines' places."""
     # Only the cron lines' places outlive the load (for validate's DST warnings): the
     # whole location map of a 10,000-job file is tens of MB the daemon does not need.
     cron_marks: dict[str, yamlsource.Mark] = {}
@@ -296,9 +374,13 @@ def _loaded(
         if job.cron is not None:
             expr = crons.get(job.cron) or model.parse_cron(job.cron)
             cron_marks[name] = source.locate(("jobs", name, "cron"))
-        jobs[name] = LoadedJob(name, job, expr)
+        ping = None if job.ping is None else expand(job.ping, environ)[0]
+        jobs[name] = LoadedJob(name, job, expr, ping)
     _share_fields_sets(config)
-    return LoadedConfig(filename, config, jobs, cron_marks)
+    specs = {
+        name: notifier_spec(name, notifier, environ) for name, notifier in config.notifiers.items()
+    }
+    return LoadedConfig(filename, config, jobs, cron_marks, specs, env_warnings)
 
 
 def _share_fields_sets(config: Config) -> None:
@@ -328,17 +410,73 @@ def _top_level_shape(data: object) -> str | None:
     return None
 
 
-def _check_names(jobs: object, source: yamlsource.Source, filename: str) -> list[Problem]:
-    if not isinstance(jobs, dict):
+def _check_names(
+    named: object, source: yamlsource.Source, filename: str, where: str = "jobs"
+) -> list[Problem]:
+    """The names of the mapping `named` (at the top-level key `where`) that are not valid
+    job names: the rule of job names holds for notifier names too."""
+    if not isinstance(named, dict):
         return []
-    bad = (name for name in jobs if not JOB_NAME.fullmatch(str(name)))
+    what = "job" if where == "jobs" else "notifier"
+    bad = (name for name in named if not JOB_NAME.fullmatch(str(name)))
     return [
         Problem.at(
             filename,
-            source.locate(("jobs", name), key=True),
-            ("jobs", name),
-            f'{quote(str(name))} is not a valid job name (letters, digits, "_", "." and '
+            source.locate((where, name), key=True),
+            (where, name),
+            f'{quote(str(name))} is not a valid {what} name (letters, digits, "_", "." and '
             '"-", starting with a letter or digit, at most 64 characters)',
         )
         for name in itertools.islice(bad, MAX_PROBLEMS + 1)
     ]
+
+
+# Working out "did you mean" compares a name with each notifier's: a file of thousands
+# of misspelt subscriptions gets it for this many distinct names (the rest, the list).
+_HINTED_NAMES = 50
+_LISTED_NOTIFIERS = 10
+
+
+def _check_subscriptions(
+    defined: object, jobs: object, defaults: object, source: yamlsource.Source, filename: str
+) -> list[Problem]:
+    """Each `notify` key (in `defaults` and in each job, as written) that names no
+    notifier of the file, at the key, with the name it is closest to."""
+    names = [str(name) for name in defined] if isinstance(defined, dict) else []
+    known = set(names)
+    hints: dict[str, str] = {}
+    found: list[Problem] = []
+    for at, notify in _notify_maps(jobs, defaults):
+        for key in notify:
+            if key in known:
+                continue
+            if key not in hints:
+                hints[key] = _no_notifier(str(key), names, len(hints) < _HINTED_NAMES)
+            path = (*at, "notify", key)
+            found.append(Problem.at(filename, source.locate(path, key=True), path, hints[key]))
+            if len(found) > MAX_PROBLEMS:
+                return found
+    return found
+
+
+def _notify_maps(
+    jobs: object, defaults: object
+) -> Iterator[tuple[yamlsource.Path, dict[Any, Any]]]:
+    if isinstance(defaults, dict) and isinstance(defaults.get("notify"), dict):
+        yield ("defaults",), defaults["notify"]
+    if isinstance(jobs, dict):
+        for name, job in jobs.items():
+            if isinstance(job, dict) and isinstance(job.get("notify"), dict):
+                yield ("jobs", name), job["notify"]
+
+
+def _no_notifier(key: str, names: list[str], hint: bool) -> str:
+    said = f"{quote(key)} names no notifier"
+    if not names:
+        return f"{said} (the file has none: define it under the top-level notifiers:)"
+    close = close_matches(key, names, cutoff=0.6) if hint else []
+    if close:
+        return f'{said} (did you mean "{close[0]}"?)'
+    listed = ", ".join(names[:_LISTED_NOTIFIERS])
+    more = ", ..." if len(names) > _LISTED_NOTIFIERS else ""
+    return f"{said} (the file's notifiers: {listed}{more})"

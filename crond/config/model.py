@@ -27,7 +27,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from crond.config.address import AddressError, split_address
 from crond.config.durations import DurationError, parse_duration
+from crond.config.notifiers import (
+    PING_EXAMPLE,
+    check_apprise,
+    check_command,
+    check_headers,
+    check_url,
+)
 from crond.config.wording import kind_of, quote, show
 from crond.when import cronexpr
 from crond.when.zones import ZoneError, get_zone
@@ -49,6 +57,10 @@ parse_cron = functools.lru_cache(maxsize=8192)(cronexpr.parse_cron)
 # CronExpr): the jobs get theirs from there, parsed once, however many distinct ones a
 # file has (past the cache's size, a second lookup per job would parse it again).
 CRONS = "crons"
+# The validation context's key for the environment `${NAME}`s are expanded from, for the
+# checks of what they expand to (config/notifiers.py); without it, only texts that take no
+# name are checked.
+ENVIRON = "environ"
 _parse_duration = functools.lru_cache(maxsize=8192)(parse_duration)
 
 
@@ -87,7 +99,19 @@ def _grace(value: object) -> timedelta:
     return delta
 
 
+def _warn_after(value: object) -> timedelta:
+    delta = _duration(value)
+    if not delta:
+        raise PydanticCustomError(
+            "crond",
+            "warn_after must be more than 0s (how long after its start a run that is "
+            "still going is reported as long_running)",
+        )
+    return delta
+
+
 Duration = Annotated[timedelta, BeforeValidator(_duration), WithJsonSchema(_DURATION_SCHEMA)]
+WarnAfter = Annotated[timedelta, BeforeValidator(_warn_after), WithJsonSchema(_DURATION_SCHEMA)]
 Interval = Annotated[timedelta, BeforeValidator(_interval), WithJsonSchema(_DURATION_SCHEMA)]
 Grace = Annotated[timedelta, BeforeValidator(_grace), WithJsonSchema(_DURATION_SCHEMA)]
 
@@ -210,7 +234,7 @@ class JobFields(_Model):
     # one `long_running` when a run is still going this long after its start.
     notify: dict[str, list[NotifyEvent]] | None = None
     ping: str | None = None
-    warn_after: Duration | None = None
+    warn_after: WarnAfter | None = None
 
     @field_validator("cron")
     @classmethod
@@ -255,6 +279,22 @@ class JobFields(_Model):
     @classmethod
     def _text(cls, value: str | None) -> str | None:
         return _no_nul(value)
+
+    @field_validator("ping")
+    @classmethod
+    def _ping(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else check_url(value, _environ(info), PING_EXAMPLE)
+
+    @field_validator("notify")
+    @classmethod
+    def _notify(
+        cls, value: dict[str, list[NotifyEvent]] | None
+    ) -> dict[str, list[NotifyEvent]] | None:
+        # `{ops: []}` unsubscribes from a notifier `defaults.notify` subscribes to: the
+        # notifier is not kept. An event written twice is one subscription.
+        if value is None:
+            return None
+        return {name: list(dict.fromkeys(events)) for name, events in value.items() if events}
 
     @field_validator("env")
     @classmethod
@@ -329,6 +369,12 @@ def _field_error(field: str, message: str) -> None:
     raise PydanticCustomError("crond_field", message, {"field": field})
 
 
+def _environ(info: ValidationInfo) -> dict[str, str]:
+    context = info.context
+    found = context.get(ENVIRON) if context else None
+    return found if found is not None else {}
+
+
 class Notifier(_Model):
     """A named place to tell (docs/alerting.md): exactly one of webhook, command, apprise.
     The texts may hold `${NAME}`, expanded from crond's environment at load."""
@@ -339,6 +385,53 @@ class Notifier(_Model):
     headers: dict[str, str] | None = None  # webhook only
     repeat: Duration = timedelta(hours=1)  # a failing streak is told at most this often
 
+    @field_validator("webhook")
+    @classmethod
+    def _webhook(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else check_url(value, _environ(info))
+
+    @field_validator("apprise")
+    @classmethod
+    def _apprise(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else check_apprise(value, _environ(info))
+
+    @field_validator("command")
+    @classmethod
+    def _command(
+        cls, value: str | list[str] | None, info: ValidationInfo
+    ) -> str | list[str] | None:
+        return None if value is None else check_command(value, _environ(info))
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str] | None, info: ValidationInfo) -> dict[str, str] | None:
+        return None if value is None else check_headers(value, _environ(info))
+
+    @model_validator(mode="after")
+    def _shape(self) -> Self:
+        given = [kind for kind in _NOTIFIER_KINDS if getattr(self, kind) is not None]
+        if not given:
+            _field_error("", "a notifier needs one of webhook, command or apprise")
+        if len(given) > 1:
+            _field_error(
+                given[1],
+                f"give one of webhook, command or apprise, not {given[0]} and {given[1]} "
+                "(a notifier is one place to tell; define another for the second)",
+            )
+        if self.headers is not None and self.webhook is None:
+            _field_error("headers", "headers apply to webhook notifiers only")
+        return self
+
+    @property
+    def kind(self) -> Literal["webhook", "command", "apprise"]:
+        """Which of webhook, command and apprise this notifier is."""
+        if self.webhook is not None:
+            return "webhook"
+        return "command" if self.command is not None else "apprise"
+
+
+_NOTIFIER_KINDS = ("webhook", "command", "apprise")
+
 
 class Daemon(_Model):
     liveness_file: str | None = None
@@ -347,6 +440,16 @@ class Daemon(_Model):
     heartbeat: Duration = timedelta(seconds=10)
     shutdown_timeout: Duration = timedelta(seconds=30)
     metrics: str | None = None  # HOST:PORT serving /metrics and /healthz; None: off
+
+    @field_validator("metrics")
+    @classmethod
+    def _metrics(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                split_address(value)
+            except AddressError as exc:
+                raise PydanticCustomError("crond", str(exc)) from None
+        return value
 
     @field_validator("heartbeat")
     @classmethod

@@ -70,31 +70,46 @@ def dotted(path: Path) -> str:
     return ".".join(str(part) for part in path)
 
 
+_SECRET_FIELDS = frozenset({"env", "ping"})
+
+
 def is_secret(path: Path) -> bool:
-    """Whether `path` is, or is inside, a job's or the defaults' `env`: its values are
-    passwords and tokens as often as not. A duplicated job's env too (its path holds
+    """Whether `path` is, or is inside, a place whose values are passwords and tokens as
+    often as not: a job's or the defaults' `env` and `ping`, and a notifier's URLs,
+    headers and command (all of it but `repeat`). A duplicated job's too (its path holds
     the duplicate's marker)."""
     path = tuple(part for part in path if part != DUPLICATE)
-    return (len(path) > 1 and path[0] == "defaults" and path[1] == "env") or (
-        len(path) > 2 and path[0] == "jobs" and path[2] == "env"
-    )
+    if len(path) > 1 and path[0] == "defaults":
+        return path[1] in _SECRET_FIELDS
+    if len(path) > 2 and path[0] == "jobs":
+        return path[2] in _SECRET_FIELDS
+    return len(path) > 2 and path[0] == "notifiers" and path[2] != "repeat"
 
 
 def _model_at(path: Path) -> type[BaseModel] | None:
     """Which model the mapping at `path` is validated against (for "did you mean")."""
     from crond.config import model  # noqa: PLC0415  (config imports this module)
 
-    if path == ():
-        return model.Config
-    if path == ("defaults",):
-        return model.JobFields
-    if path == ("daemon",):
-        return model.Daemon
-    if len(path) == 2 and path[0] == "jobs":
-        return model.Job
-    if path[-1] == "retry":
+    if len(path) == 2 and path[0] in ("jobs", "notifiers"):
+        return model.Job if path[0] == "jobs" else model.Notifier
+    if path and path[-1] == "retry":
         return model.Retry
-    return None
+    by_path: dict[Path, type[BaseModel]] = {
+        (): model.Config,
+        ("defaults",): model.JobFields,
+        ("daemon",): model.Daemon,
+    }
+    return by_path.get(path)
+
+
+def _inner(kind: str, ctx: dict[str, Any]) -> Path:
+    """Where under the path of the model or field checked a crond_field error (one field
+    of the model, or the model itself) or a crond_at error (one entry of the mapping)
+    stands."""
+    if kind == "crond_at":
+        return (ctx["crond_key"],)
+    name = ctx.get("field", "")
+    return (name,) if name else ()
 
 
 def _real_path(loc: tuple[str | int, ...], data: Any) -> Path:
@@ -137,10 +152,14 @@ _FIELD_HINTS = {
     "defaults": "a mapping of job fields",
     "timezone": "a time zone name (an IANA name such as Europe/Berlin or UTC, or local)",
     "daemon": "a mapping, e.g. daemon: {heartbeat: 10s}",
+    "notifiers": "a mapping of notifier names to notifiers (docs/alerting.md)",
+    "notify": "a mapping of notifier names to lists of events, e.g. notify: {ops: [failed]}",
+    "headers": "a mapping of header names to text, e.g. headers: {X-Team: ops}",
+    "metrics": "HOST:PORT, e.g. 127.0.0.1:9464",
 }
 
 
-def _close_matches(word: str, choices: list[str], *, cutoff: float) -> list[str]:
+def close_matches(word: str, choices: list[str], *, cutoff: float) -> list[str]:
     """[The one of `choices` closest to `word`], or [] when none is close enough."""
     import difflib  # noqa: PLC0415  (only to word a problem: ~1 ms of every start)
 
@@ -185,13 +204,12 @@ def _message(  # noqa: PLR0911
         return path, _unquoted(value, written, hint), False
     if kind == "crond":
         return path, err["msg"], False
-    if kind == "crond_field":
-        name = ctx.get("field", "")
-        return ((*path, name) if name else path), err["msg"], True
+    if kind in ("crond_field", "crond_at"):
+        return (*path, *_inner(kind, ctx)), err["msg"], ctx.get("crond_at_key", True)
     if kind == "extra_forbidden":
         model = _model_at(path[:-1])
         choices = list(model.model_fields) if model else []
-        close = _close_matches(str(path[-1]), choices, cutoff=0.6)
+        close = close_matches(str(path[-1]), choices, cutoff=0.6)
         hint = (
             f' (did you mean "{close[0]}"?)'
             if close
@@ -206,7 +224,7 @@ def _message(  # noqa: PLR0911
             for e in str(ctx.get("expected", "")).replace(" or ", ",").split(",")
             if e.strip()
         ]
-        close = _close_matches(value, expected, cutoff=0.5) if isinstance(value, str) else []
+        close = close_matches(value, expected, cutoff=0.5) if isinstance(value, str) else []
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         return path, f"{shown} is not one of {', '.join(expected)}{hint}", False
     if kind == "literal_error" and path == ("version",):
@@ -270,6 +288,7 @@ __all__ = [
     "Problem",
     "ValidationError",
     "capped",
+    "close_matches",
     "dotted",
     "is_secret",
     "problems_from_validation",
