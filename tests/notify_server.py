@@ -1,0 +1,159 @@
+"""A real HTTP server on loopback that records every request: the other end of webhooks,
+pings and Apprise's json:// in the notifier tests (and the daemon's end-to-end tests).
+
+`NotifyServer(up=False)` holds its port without listening (a connection is refused, as
+with a server that is down) until `up()`. `answer(path, ...)` chooses the status and a
+delay for a path (or "*": any); `requests()` and `wait_for()` read what came.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+_BODY_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]  # names lower-cased
+    body: bytes
+    at: float = field(default=0.0, compare=False)  # time.monotonic() when it came
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class _Answer:
+    status: int = 200
+    delay: float = 0.0
+    count: int | None = None  # this many requests, then the answer before it
+
+
+class NotifyServer:
+    def __init__(self, *, up: bool = True) -> None:
+        self._lock = threading.Condition()
+        self._requests: list[Request] = []
+        self._answers: dict[str, list[_Answer]] = {}
+        self._closing = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self), False)
+        self._server.daemon_threads = True
+        self._server.server_bind()  # the port is ours from now on; listening comes at up()
+        self.port: int = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        if up:
+            self.up()
+
+    def up(self) -> None:
+        """Start listening (on the port held since the start)."""
+        if self._thread is None:
+            self._server.server_activate()
+            self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+            self._thread.start()
+
+    def answer(
+        self, path: str = "*", *, status: int = 200, delay: float = 0.0, count: int | None = None
+    ) -> None:
+        """Answer requests to `path` ("*": any without an answer of its own) with
+        `status`, after `delay` seconds; with `count`, only the next `count` of them."""
+        with self._lock:
+            self._answers.setdefault(path, []).append(_Answer(status, delay, count))
+
+    def requests(self, path: str | None = None) -> list[Request]:
+        with self._lock:
+            return [r for r in self._requests if path is None or r.path == path]
+
+    def wait_for(self, count: int, path: str | None = None, timeout: float = 10.0) -> list[Request]:
+        """The first `count` requests (to `path`) once they came; AssertionError after
+        `timeout` seconds without them."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                found = [r for r in self._requests if path is None or r.path == path]
+                if len(found) >= count:
+                    return found
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{len(found)} of {count} requests came to {path}")
+                self._lock.wait(left)
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join(5)
+        self._server.server_close()
+
+    def __enter__(self) -> NotifyServer:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- the handler's side ----------------------------------------------------------
+
+    def _record(self, request: Request) -> _Answer:
+        with self._lock:
+            self._requests.append(request)
+            self._lock.notify_all()
+            return self._choose(request.path)
+
+    def _choose(self, path: str) -> _Answer:
+        for key in (path, "*"):
+            answers = self._answers.get(key)
+            while answers:
+                answer = answers[-1]
+                if answer.count is None:
+                    return answer
+                if answer.count > 0:
+                    answer.count -= 1
+                    return answer
+                answers.pop()
+        return _Answer()
+
+
+def _handler(server: NotifyServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _any(self) -> None:
+            parts = urlsplit(self.path)
+            length = min(int(self.headers.get("content-length") or 0), _BODY_LIMIT)
+            data = self.rfile.read(length) if length else b""
+            request = Request(
+                self.command,
+                parts.path,
+                parse_qs(parts.query, keep_blank_values=True),
+                {name.lower(): value for name, value in self.headers.items()},
+                data,
+                time.monotonic(),
+            )
+            answer = server._record(request)
+            if answer.delay and server._closing.wait(answer.delay):
+                return
+            self.send_response(answer.status)
+            self.send_header("content-length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        do_GET = do_POST = do_PUT = do_HEAD = _any  # noqa: N815  (http.server's names)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet: the test reads requests()
+
+    return Handler
