@@ -14,7 +14,7 @@ from crond.notify.delivery import Delivery
 from crond.notify.outbox import OutboxItem
 from crond.notify.teller import Teller
 from crond.run.attempt import Outcome, RunResult
-from tests.notify_helpers import DictMemory, Events, job, notifier
+from tests.notify_server import DictMemory, Events, job, notifier
 
 START = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
 SLOT = START
