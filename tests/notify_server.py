@@ -78,7 +78,9 @@ class NotifyServer:
         """Start listening (on the port held since the start)."""
         if self._thread is None:
             self._server.server_activate()
-            self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+            # A short poll: close() waits up to one for the serving thread to notice.
+            serve = lambda: self._server.serve_forever(poll_interval=0.02)  # noqa: E731
+            self._thread = threading.Thread(target=serve, daemon=True)
             self._thread.start()
 
     def answer(
@@ -106,6 +108,12 @@ class NotifyServer:
                 if left <= 0:
                     raise AssertionError(f"{len(found)} of {count} requests came to {path}")
                 self._lock.wait(left)
+
+    async def arrived(
+        self, count: int, path: str | None = None, timeout: float = 10.0
+    ) -> list[Request]:
+        """`wait_for` from a coroutine, without blocking its event loop."""
+        return await asyncio.to_thread(self.wait_for, count, path, timeout)
 
     def close(self) -> None:
         self._closing.set()

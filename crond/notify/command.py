@@ -19,9 +19,11 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping
+from typing import Final
 
 from crond.notify.errors import SendError
 
+_REAP_WAIT: Final = 5.0  # after SIGKILL; longer only for a process stuck in the kernel
 _OWNED: set[int] = set()  # notifier commands started and not reaped yet
 _REAPERS: set[asyncio.Task[None]] = set()  # waits for commands whose try was cancelled
 
@@ -59,6 +61,9 @@ async def run_command(
             code = await proc.wait()
     except TimeoutError:
         _kill_group(proc.pid)
+        with contextlib.suppress(TimeoutError):  # SIGKILL: gone in microseconds
+            async with asyncio.timeout(_REAP_WAIT):
+                await proc.wait()
         raise SendError(f"timed out after {timeout:g}s") from None
     finally:
         _kill_group(proc.pid)  # leftovers (or everything, when cancelled)

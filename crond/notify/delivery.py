@@ -7,9 +7,9 @@ last pass) before trying it, so a restart loses none, and forgets it once delive
 given up.
 
 - Lanes: each notifier is a lane, and so are each job's pings. Per lane, items start in
-  the order they were made; at most `lane_flying` tries of a lane run at once, and
-  `total_flying` in all. At most `lane_limit` wait in a lane: past that the oldest is
-  given up ("queue full"). Memory is bounded whatever the endpoints do.
+  the order they were made; at most `lane_flying` tries of a lane run at once (a job's
+  pings: one), and `total_flying` in all. At most `lane_limit` wait in a lane: past that
+  the oldest is given up ("queue full"). Memory is bounded whatever the endpoints do.
 - Tries: each is bounded (`try_timeout`); a failed one is tried again after a backoff
   (`first_retry`, doubling, at most `max_retry`) until `window` after the item was made,
   then given up with one `notify.failed` (error level). What cannot succeed (a 4xx, a URL
@@ -188,6 +188,8 @@ class Delivery:
         loop = asyncio.get_running_loop()
         self._closing = True
         self._deadline = loop.time() + max(0.0, grace)
+        if self._wake is None:
+            await asyncio.sleep(0)  # a run() task just created starts now
         if self._wake is None or self._ended is None:  # run() never started
             self._count_dropped(len(self._new))
             self._new.clear()
@@ -272,7 +274,10 @@ class Delivery:
                 return
             lane = self._lanes[key]
             started = False
-            while lane.flying < self.lane_flying and self._flying < self.total_flying:
+            # A job's pings go one at a time: healthchecks.io must see a run's /start
+            # before its end, and a run's end before the next run's /start.
+            cap = 1 if key[0] == "ping" else self.lane_flying
+            while lane.flying < cap and self._flying < self.total_flying:
                 entry = lane.next_entry(now)
                 if entry is None:
                     break

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
+import warnings
+from typing import Any
 
 from crond.notify.errors import SendError
 
@@ -23,17 +26,32 @@ def _quiet() -> None:
     logger.setLevel(logging.CRITICAL + 1)
 
 
+_LOADING = threading.Lock()
+
+
 def send(url: str, title: str, body: str) -> None:
     """Tell `url` through Apprise, blocking; raises SendError unless it reports success."""
-    _quiet()
-    import apprise  # noqa: PLC0415  (optional, and slow to import: only when used)
-
-    _quiet_children()
+    apprise = _load()
     sender = apprise.Apprise()
     if not sender.add(url):
         raise SendError("apprise cannot use this URL", retry=False)
     if not sender.notify(body=body, title=title):
         raise SendError("apprise reported a failure")
+
+
+def _load() -> Any:
+    """Apprise, imported with its plugins, once. Its plugins import modules Python
+    deprecates (imghdr): their warnings are not crond's to show (and a warnings filter
+    set to "error" would make them fail the first send)."""
+    with _LOADING:
+        _quiet()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import apprise  # noqa: PLC0415  (optional, and slow to import: only when used)
+
+            apprise.Apprise().instantiate("json://localhost")  # loads the plugins now
+        _quiet_children()
+    return apprise
 
 
 def _quiet_children() -> None:
