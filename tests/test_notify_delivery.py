@@ -428,6 +428,21 @@ def test_a_new_delivery_sends_what_a_previous_one_left() -> None:
     go(main)
 
 
+def test_a_notification_of_a_job_gone_at_a_reload_is_dropped() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer() as server:
+            hook = notifier("hook", "webhook", f"{server.url}/hook")
+            async with delivering({"hook": hook}, events=events) as delivery:
+                delivery.configure({"hook": hook}, {}, jobs=["other"])
+                delivery.put(item())
+                (stale,) = await events.wait("notify.stale")
+            assert server.requests() == []
+        assert (stale["job"], stale["job_event"]) == ("backup", "failed")
+
+    go(main)
+
+
 def test_aclose_tries_within_the_grace_and_counts_the_rest() -> None:
     async def main() -> None:
         events = Events()

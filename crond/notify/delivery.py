@@ -33,7 +33,7 @@ import itertools
 import json
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -125,6 +125,7 @@ class Delivery:
         self.wall = wall
         self.notifiers: Mapping[str, NotifierSpec] = {}
         self.pings: Mapping[str, str] = {}
+        self.jobs: frozenset[str] | None = None  # None: not told, every job counts
         self._new: list[OutboxItem] = []
         self._lanes: dict[LaneKey, _Lane] = {}  # only lanes with something queued or flying
         self._timers: list[float] = []  # heap of monotonic instants a retry falls due
@@ -143,10 +144,18 @@ class Delivery:
 
     # -- what the daemon calls -------------------------------------------------------
 
-    def configure(self, notifiers: Mapping[str, NotifierSpec], pings: Mapping[str, str]) -> None:
-        """Where items go from now on (each load and reload): queued items too."""
+    def configure(
+        self,
+        notifiers: Mapping[str, NotifierSpec],
+        pings: Mapping[str, str],
+        *,
+        jobs: Collection[str] | None = None,
+    ) -> None:
+        """Where items go from now on (each load and reload): queued items too. With
+        `jobs` (the file's job names), a notification of a job no longer there is dropped."""
         self.notifiers = dict(notifiers)
         self.pings = dict(pings)
+        self.jobs = None if jobs is None else frozenset(jobs)
 
     def put(self, item: OutboxItem) -> None:
         """Queue `item`. Synchronous; never blocks, never raises."""
@@ -361,7 +370,7 @@ class Delivery:
             await webhook.post(self._http(), url, tail, content_type="text/plain; charset=utf-8")
             return True
         spec = self.notifiers.get(item.notifier)
-        if spec is None:
+        if spec is None or (self.jobs is not None and item.job not in self.jobs):
             return False
         if spec.kind == "webhook":
             assert isinstance(spec.target, str)

@@ -104,7 +104,7 @@ class Teller:
                 plans[name] = plan
         self._plans = plans
         pings = {name: job.ping for name, job in jobs.items() if job.ping}
-        self.delivery.configure(notifiers, pings)
+        self.delivery.configure(notifiers, pings, jobs=jobs.keys())
 
     def _plan(self, job: LoadedJob) -> _Plan | None:
         events: dict[NotifyEvent, list[str]] = {}
