@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -19,7 +18,7 @@ from crond.clock import SystemClock
 from crond.config.loaded import NotifierSpec
 from crond.notify import command
 from crond.notify.delivery import Delivery
-from crond.notify.outbox import OutboxItem, StoredItem
+from crond.notify.outbox import OutboxItem
 from crond.notify.teller import Teller
 from crond.run.attempt import Outcome, RunResult
 from tests.notify_server import Events, ListOutbox, NotifyServer, job, notifier
@@ -508,10 +507,3 @@ def test_aclose_ends_quickly_when_all_is_sent() -> None:
             assert len(server.requests()) == 1
 
     go(main)
-
-
-def test_stored_item_shape() -> None:
-    stored = StoredItem(7, item())
-    assert stored.id == 7
-    assert stored.item.kind == "notify"
-    assert signal.SIGKILL  # the hanging-command test relies on group kills
