@@ -1,0 +1,104 @@
+"""A command notifier: a program run with the body on its stdin (docs/alerting.md).
+
+A string runs through `sh -c`, a list as it is. The program gets crond's environment
+plus CROND_EVENT, CROND_JOB, CROND_RUN_ID, CROND_OUTCOME, CROND_EXIT_CODE and
+CROND_TEXT; its output is discarded (it may echo a secret, so it is never logged). It
+starts a session of its own, so that its whole process group can be killed: at the
+deadline everything in it gets SIGKILL, and whatever it left behind when it ended too.
+Exit 0 is delivered; anything else is worth another try.
+
+Its pids are the daemon's while they run: `owned_pids()` tells the PID-1 reaper
+(crond/daemon/reaper.py) to leave them to asyncio, which waits for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+from typing import Final
+
+from crond.notify.errors import SendError
+
+_REAP_WAIT: Final = 5.0  # after SIGKILL; longer only for a process stuck in the kernel
+_OWNED: set[int] = set()  # notifier commands started and not reaped yet
+_REAPERS: set[asyncio.Task[None]] = set()  # waits for commands whose try was cancelled
+
+
+def owned_pids() -> set[int]:
+    """Pids of notifier commands still running (call it from the event loop's thread)."""
+    return set(_OWNED)
+
+
+def argv_of(target: str | tuple[str, ...]) -> tuple[str, ...]:
+    return ("/bin/sh", "-c", target) if isinstance(target, str) else tuple(target)
+
+
+async def run_command(
+    target: str | tuple[str, ...], stdin: bytes, extra_env: Mapping[str, str], timeout: float
+) -> None:
+    """Run the notifier's command once; return on exit 0, else raise SendError. Its
+    process group is killed at `timeout`, and after it ended (leftovers)."""
+    argv = argv_of(target)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, **extra_env},
+        )
+    except (OSError, ValueError) as exc:  # not found, not executable, a NUL in an argument
+        raise SendError(f"cannot start: {type(exc).__name__}") from None
+    _OWNED.add(proc.pid)
+    try:
+        async with asyncio.timeout(timeout):
+            await _feed(proc, stdin)
+            code = await proc.wait()
+    except TimeoutError:
+        _kill_group(proc.pid)
+        with contextlib.suppress(TimeoutError):  # SIGKILL: gone in microseconds
+            async with asyncio.timeout(_REAP_WAIT):
+                await proc.wait()
+        raise SendError(f"timed out after {timeout:g}s") from None
+    finally:
+        _kill_group(proc.pid)  # leftovers (or everything, when cancelled)
+        _release(proc)
+    if code != 0:
+        raise SendError(f"exit {code}" if code > 0 else f"signal {-code}")
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
+    """The body on stdin, then EOF; a program that does not read it is not an error."""
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+    proc.stdin.close()
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _release(proc: asyncio.subprocess.Process) -> None:
+    """The pid is no longer owned once reaped; when the try was cancelled before that,
+    a task waits for it (it was just sent SIGKILL: microseconds)."""
+    if proc.returncode is not None:
+        _OWNED.discard(proc.pid)
+        return
+
+    async def reap() -> None:
+        try:
+            await proc.wait()
+        finally:
+            _OWNED.discard(proc.pid)
+
+    task = asyncio.get_running_loop().create_task(reap())
+    _REAPERS.add(task)
+    task.add_done_callback(_REAPERS.discard)

@@ -1,0 +1,499 @@
+"""Delivery: the asyncio task that sends what the daemon tells, beside the scheduling
+loop, so that no endpoint can delay a start or the heartbeat (docs/alerting.md).
+
+`put()` is all the daemon calls: synchronous, it only appends to a list and wakes the
+task. The task keeps each new item in the outbox (one write for all that came since its
+last pass) before trying it, so a restart loses none, and forgets it once delivered or
+given up.
+
+- Lanes: each notifier is a lane, and so are each job's pings. Per lane, items start in
+  the order they were made; at most `lane_flying` tries of a lane run at once (a job's
+  pings: one), and `total_flying` in all. At most `lane_limit` wait in a lane: past that
+  the oldest is given up ("queue full"). Memory is bounded whatever the endpoints do.
+- Tries: each is bounded (`try_timeout`); a failed one is tried again after a backoff
+  (`first_retry`, doubling, at most `max_retry`) until `window` after the item was made,
+  then given up with one `notify.failed` (error level). What cannot succeed (a 4xx, a URL
+  httpx refuses) is given up at once. `notify.sent` (debug) says it was delivered.
+- Where an item goes is looked up when it is tried, in the notifiers and pings of the
+  latest `configure()`: the outbox keeps no URL (secrets), and a reload that removes a
+  notifier drops what waits for it (`notify.stale`, debug).
+- Closing (`aclose(grace)`): nothing more is taken; what is queued is tried for `grace`
+  seconds. What is left stays in the outbox for the next daemon, or without one is
+  counted in one `notify.dropped`.
+
+No error message holds a URL, a header or a command: see errors.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from structlog.typing import FilteringBoundLogger
+
+from crond.config.loaded import NotifierSpec
+from crond.notify import command, webhook
+from crond.notify.errors import SendError
+from crond.notify.outbox import Outbox, OutboxItem
+
+if TYPE_CHECKING:
+    import httpx
+
+PING: Final = "ping"  # the notifier name pings are logged and counted under
+_NEW_LIMIT: Final = 10_000  # items put and not yet taken by the task (it was not running)
+_RESTORE_LIMIT: Final = 10_000  # a previous daemon's items queued again at start
+
+LaneKey = tuple[str, str]  # ("notify", notifier) or ("ping", job)
+
+
+@dataclass(eq=False)
+class _Entry:
+    item: OutboxItem
+    id: int | None  # in the outbox; None: not kept (no outbox, or it failed)
+    seq: int  # the order items were made in
+    tries: int = 0
+    due: float = 0.0  # monotonic: when its next try may start
+
+
+@dataclass(eq=False)
+class _Lane:
+    waiting: deque[_Entry] = field(default_factory=deque)  # never tried, oldest first
+    retrying: list[_Entry] = field(default_factory=list)  # tried, waiting for `due`
+    flying: int = 0
+
+    def __len__(self) -> int:
+        return len(self.waiting) + len(self.retrying)
+
+    def next_entry(self, now: float) -> _Entry | None:
+        """A due retry (the oldest made first), else the next new item."""
+        due = [entry for entry in self.retrying if entry.due <= now]
+        if due:
+            entry = min(due, key=lambda e: e.seq)
+            self.retrying.remove(entry)
+            return entry
+        return self.waiting.popleft() if self.waiting else None
+
+    def oldest(self) -> _Entry:
+        """The oldest made entry that waits (tries start in order: a retrying one is older
+        than any never tried)."""
+        if self.retrying:
+            entry = min(self.retrying, key=lambda e: e.seq)
+            self.retrying.remove(entry)
+            return entry
+        return self.waiting.popleft()
+
+
+class Delivery:
+    """Sends notifications and pings in the background; see the module docstring."""
+
+    def __init__(
+        self,
+        log: FilteringBoundLogger,
+        *,
+        outbox: Outbox | None,
+        on_result: Callable[[str, str], None] | None = None,
+        try_timeout: float = 10.0,
+        first_retry: float = 1.0,
+        max_retry: float = 60.0,
+        window: float = 300.0,
+        lane_limit: int = 1000,
+        lane_flying: int = 4,
+        total_flying: int = 64,
+        threads: int = 4,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.log = log
+        self.outbox = outbox
+        self.on_result = on_result
+        self.try_timeout = try_timeout
+        self.first_retry = first_retry
+        self.max_retry = max_retry
+        self.window = window
+        self.lane_limit = lane_limit
+        self.lane_flying = lane_flying
+        self.total_flying = total_flying
+        self.threads = threads
+        self.wall = wall
+        self.notifiers: Mapping[str, NotifierSpec] = {}
+        self.pings: Mapping[str, str] = {}
+        self.jobs: frozenset[str] | None = None  # None: not told, every job counts
+        self._new: list[OutboxItem] = []
+        self._lanes: dict[LaneKey, _Lane] = {}  # only lanes with something queued or flying
+        self._timers: list[float] = []  # heap of monotonic instants a retry falls due
+        self._done: list[int] = []  # outbox ids to forget at the next pass
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._seq = itertools.count()
+        self._flying = 0
+        self._wake: asyncio.Event | None = None
+        self._closing = False
+        self._closed = False
+        self._deadline: float | None = None  # monotonic; set by aclose
+        self._ended: asyncio.Event | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._thread_slots: asyncio.Semaphore | None = None
+
+    # -- what the daemon calls -------------------------------------------------------
+
+    def configure(
+        self,
+        notifiers: Mapping[str, NotifierSpec],
+        pings: Mapping[str, str],
+        *,
+        jobs: Collection[str] | None = None,
+    ) -> None:
+        """Where items go from now on (each load and reload): queued items too. With
+        `jobs` (the file's job names), a notification of a job no longer there is dropped."""
+        self.notifiers = dict(notifiers)
+        self.pings = dict(pings)
+        self.jobs = None if jobs is None else frozenset(jobs)
+
+    def put(self, item: OutboxItem) -> None:
+        """Queue `item`. Synchronous; never blocks, never raises."""
+        try:
+            if self._closing:
+                self.log.warning("notify.dropped", count=1, reason="closing")
+                return
+            if len(self._new) >= _NEW_LIMIT:
+                lost = self._new.pop(0)
+                self._give_up_item(lost, "queue full")
+            self._new.append(item)
+            if self._wake is not None:
+                self._wake.set()
+        except Exception as exc:  # noqa: BLE001  (telling must never stop scheduling)
+            self._report_bug(exc)
+
+    async def run(self) -> None:
+        """The delivery task: returns once `aclose()` is done with it."""
+        loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._ended = asyncio.Event()
+        try:
+            self._restore()
+            while True:
+                try:
+                    self._pass(loop.time())
+                except Exception as exc:  # noqa: BLE001  (a bug must not end delivery)
+                    self._report_bug(exc)
+                if self._closing and self._nothing_before_deadline(loop.time()):
+                    break
+                await self._sleep(loop)
+        finally:
+            await self._finish()
+            self._closed = True
+            self._ended.set()
+
+    async def aclose(self, grace: float) -> None:
+        """Take nothing more; try what is queued for up to `grace` seconds; end `run()`."""
+        loop = asyncio.get_running_loop()
+        self._closing = True
+        self._deadline = loop.time() + max(0.0, grace)
+        if self._wake is None:
+            await asyncio.sleep(0)  # a run() task just created starts now
+        if self._wake is None or self._ended is None:  # run() never started
+            self._count_dropped(len(self._new))
+            self._new.clear()
+            self._closed = True
+            return
+        self._wake.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ended.wait(), grace + self.try_timeout + 5)
+
+    # -- the task's passes -----------------------------------------------------------
+
+    def _nothing_before_deadline(self, now: float) -> bool:
+        """Closing: the grace is over, or nothing is left to try within it."""
+        deadline = self._deadline_or(now)
+        if now >= deadline or self._new:
+            return now >= deadline
+        return all(
+            not lane.flying and not lane.waiting and all(e.due > deadline for e in lane.retrying)
+            for lane in self._lanes.values()
+        )
+
+    def _deadline_or(self, default: float) -> float:
+        return self._deadline if self._deadline is not None else default
+
+    async def _sleep(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Until something is put, a try ends, a retry falls due or the grace is over."""
+        assert self._wake is not None
+        now = loop.time()
+        while self._timers and self._timers[0] <= now:
+            heapq.heappop(self._timers)
+        wake_at = self._timers[0] if self._timers else None
+        if self._closing:
+            deadline = self._deadline_or(now)
+            wake_at = deadline if wake_at is None else min(wake_at, deadline)
+        if not self._wake.is_set():
+            timeout = None if wake_at is None else max(0.0, wake_at - now)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+        self._wake.clear()
+
+    def _restore(self) -> None:
+        """A previous daemon's items, queued again (they may be sent twice: at least once
+        is the promise)."""
+        if self.outbox is None:
+            return
+        stored = self.outbox.pending(_RESTORE_LIMIT)
+        for row in stored:
+            self._enqueue(row.item, row.id)
+
+    def _pass(self, now: float) -> None:
+        self._intake()
+        self._forget()
+        self._dispatch(now)
+        self._forget()
+
+    def _intake(self) -> None:
+        """New items into the outbox (one write), then into their lanes."""
+        items, self._new = self._new, []
+        if not items:
+            return
+        ids: list[int] | None = None
+        if self.outbox is not None:
+            ids = self.outbox.add(items)
+        if ids is None or len(ids) != len(items):
+            ids = None
+        for index, item in enumerate(items):
+            self._enqueue(item, None if ids is None else ids[index])
+
+    def _enqueue(self, item: OutboxItem, outbox_id: int | None) -> None:
+        key: LaneKey = ("ping", item.job) if item.kind == "ping" else ("notify", item.notifier)
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane()
+        lane.waiting.append(_Entry(item, outbox_id, next(self._seq)))
+        while len(lane) > self.lane_limit:
+            self._give_up(lane.oldest(), "queue full")
+
+    def _dispatch(self, now: float) -> None:
+        """Start what may start: per lane in order, within both caps."""
+        for key in list(self._lanes):
+            if self._flying >= self.total_flying:
+                return
+            lane = self._lanes[key]
+            started = False
+            # A job's pings go one at a time: healthchecks.io must see a run's /start
+            # before its end, and a run's end before the next run's /start.
+            cap = 1 if key[0] == "ping" else self.lane_flying
+            while lane.flying < cap and self._flying < self.total_flying:
+                entry = lane.next_entry(now)
+                if entry is None:
+                    break
+                self._start(key, lane, entry)
+                started = True
+            if not lane and not lane.flying:
+                del self._lanes[key]
+            elif started:  # to the back: the next pass serves the other lanes first
+                self._lanes[key] = self._lanes.pop(key)
+
+    def _start(self, key: LaneKey, lane: _Lane, entry: _Entry) -> None:
+        lane.flying += 1
+        self._flying += 1
+        task = asyncio.get_running_loop().create_task(self._try(key, lane, entry))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _try(self, key: LaneKey, lane: _Lane, entry: _Entry) -> None:
+        error: SendError | None = None
+        stale = False
+        try:
+            try:
+                async with asyncio.timeout(self.try_timeout + 1):  # the senders' own, + slack
+                    stale = not await self._send(entry.item)
+            except SendError as exc:
+                error = exc
+            except TimeoutError:
+                error = SendError("timed out")
+            except Exception as exc:  # noqa: BLE001  (the type only: a message may hold a URL)
+                error = SendError(type(exc).__name__)
+            entry.tries += 1
+            self._settle(lane, entry, error, stale)
+        finally:
+            lane.flying -= 1
+            self._flying -= 1
+            if not lane and not lane.flying and self._lanes.get(key) is lane:
+                del self._lanes[key]
+            if self._wake is not None:
+                self._wake.set()
+
+    def _settle(self, lane: _Lane, entry: _Entry, error: SendError | None, stale: bool) -> None:
+        item = entry.item
+        if stale:
+            self.log.debug("notify.stale", notifier=_name(item), job=item.job, job_event=item.event)
+            self._forget_later(entry)
+        elif error is None:
+            self.log.debug(
+                "notify.sent",
+                notifier=_name(item),
+                job=item.job,
+                job_event=item.event,
+                tries=entry.tries,
+            )
+            self._forget_later(entry)
+            self._tell("sent", item)
+        elif not error.retry:
+            self._give_up(entry, error.error)
+        else:
+            delay = min(self.first_retry * 2 ** (entry.tries - 1), self.max_retry)
+            if self.wall() + delay > item.created + self.window:
+                self._give_up(entry, error.error)
+                return
+            # Closing, a retry after the grace stays queued: kept in the outbox for the
+            # next daemon, or counted as dropped.
+            entry.due = asyncio.get_running_loop().time() + delay
+            heapq.heappush(self._timers, entry.due)
+            lane.retrying.append(entry)
+
+    # -- sending ---------------------------------------------------------------------
+
+    async def _send(self, item: OutboxItem) -> bool:
+        """One try; False when its notifier or job is gone from the file. Raises
+        SendError when not delivered."""
+        if item.kind == "ping":
+            base = self.pings.get(item.job)
+            if base is None:
+                return False
+            data = json.loads(item.body)
+            url = webhook.ping_url(base, item.event, str(data.get("rid") or ""))
+            tail = str(data.get("tail") or "").encode()
+            await webhook.post(self._http(), url, tail, content_type="text/plain; charset=utf-8")
+            return True
+        spec = self.notifiers.get(item.notifier)
+        if spec is None or (self.jobs is not None and item.job not in self.jobs):
+            return False
+        if spec.kind == "webhook":
+            assert isinstance(spec.target, str)
+            await webhook.post(self._http(), spec.target, item.body.encode(), spec.headers)
+        elif spec.kind == "command":
+            env = _command_env(item.body)
+            await command.run_command(spec.target, item.body.encode(), env, self.try_timeout)
+        else:
+            assert isinstance(spec.target, str)
+            await self._apprise(spec.target, item.body)
+        return True
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            import httpx  # noqa: PLC0415  (only for a file with webhooks or pings)
+
+            self._client = httpx.AsyncClient(
+                follow_redirects=False,  # a redirect could take the headers elsewhere
+                timeout=httpx.Timeout(self.try_timeout),
+                limits=httpx.Limits(max_connections=self.total_flying),
+                trust_env=False,  # no proxy from the environment sees the notifications
+            )
+        return self._client
+
+    async def _apprise(self, url: str, body: str) -> None:
+        """Apprise in one of `threads` threads. A thread that hangs keeps its slot until
+        it returns (a thread cannot be stopped): the tries wait for a free slot within
+        their own timeout, so hung threads cost tries, never memory or more threads."""
+        from crond.notify import via_apprise  # noqa: PLC0415  (imports apprise when used)
+
+        loop = asyncio.get_running_loop()
+        if self._executor is None or self._thread_slots is None:
+            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="crond-apprise")
+            self._thread_slots = asyncio.Semaphore(self.threads)
+        slots = self._thread_slots
+        await slots.acquire()
+        title = str(json.loads(body).get("text") or "")
+        future = self._executor.submit(via_apprise.send, url, title, body)
+
+        def release(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the event loop is closed: no matter
+                loop.call_soon_threadsafe(slots.release)
+
+        future.add_done_callback(release)
+        await asyncio.wrap_future(future)
+
+    # -- endings ---------------------------------------------------------------------
+
+    def _give_up(self, entry: _Entry, error: str) -> None:
+        self._forget_later(entry)
+        self._give_up_item(entry.item, error)
+
+    def _give_up_item(self, item: OutboxItem, error: str) -> None:
+        self.log.error(
+            "notify.failed", notifier=_name(item), job=item.job, job_event=item.event, error=error
+        )
+        self._tell("failed", item)
+
+    def _tell(self, result: str, item: OutboxItem) -> None:
+        if self.on_result is not None:
+            try:
+                self.on_result(_name(item), result)
+            except Exception as exc:  # noqa: BLE001  (metrics must not stop delivery)
+                self._report_bug(exc)
+
+    def _forget_later(self, entry: _Entry) -> None:
+        if entry.id is not None:
+            self._done.append(entry.id)
+
+    def _forget(self) -> None:
+        if self._done and self.outbox is not None:
+            ids, self._done = self._done, []
+            self.outbox.done(ids)
+
+    async def _finish(self) -> None:
+        """The end of the task: stop the tries in flight (an outbox keeps them for the
+        next daemon), count what is left, release the client and the threads."""
+        tasks = list(self._tasks)
+        flying = self._flying
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        with contextlib.suppress(Exception):
+            self._intake()
+        left = flying + len(self._new) + sum(len(lane) for lane in self._lanes.values())
+        with contextlib.suppress(Exception):
+            self._forget()
+        if self.outbox is None:
+            self._count_dropped(left)
+        self._lanes.clear()
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.aclose()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _count_dropped(self, count: int) -> None:
+        if count:
+            self.log.warning("notify.dropped", count=count)
+
+    def _report_bug(self, exc: Exception) -> None:
+        with contextlib.suppress(Exception):
+            self.log.error("notify.error", error=type(exc).__name__)
+
+
+def _name(item: OutboxItem) -> str:
+    return PING if item.kind == "ping" else item.notifier
+
+
+def _command_env(body: str) -> dict[str, str]:
+    """The CROND_* variables a command notifier gets from the body ("" for null)."""
+    data: dict[str, Any] = json.loads(body)
+    env = {}
+    for name, key in (
+        ("CROND_EVENT", "event"),
+        ("CROND_JOB", "job"),
+        ("CROND_RUN_ID", "run_id"),
+        ("CROND_OUTCOME", "outcome"),
+        ("CROND_EXIT_CODE", "exit_code"),
+        ("CROND_TEXT", "text"),
+    ):
+        value = data.get(key)
+        env[name] = "" if value is None else str(value)
+    return env

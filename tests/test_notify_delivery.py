@@ -1,0 +1,509 @@
+"""Delivery against real endpoints: a loopback HTTP server (tests/notify_server.py), real
+notifier commands, Apprise's json:// (crond/notify/delivery.py and its senders)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crond.clock import SystemClock
+from crond.config.loaded import NotifierSpec
+from crond.notify import command
+from crond.notify.delivery import Delivery
+from crond.notify.outbox import OutboxItem
+from crond.notify.teller import Teller
+from crond.run.attempt import Outcome, RunResult
+from tests.notify_server import Events, ListOutbox, NotifyServer, job, notifier
+
+SECRET = "s3cr3t-t0ken"
+QUICK: dict[str, Any] = {"first_retry": 0.05, "max_retry": 0.2, "window": 5.0}
+
+
+def item(notifier_name: str = "hook", n: int = 0, *, created: float | None = None) -> OutboxItem:
+    body = json.dumps({"event": "failed", "job": "backup", "run_id": f"r{n}", "outcome": "failed",
+                       "exit_code": 1, "text": f"backup failed #{n}"})  # fmt: skip
+    at = time.time() if created is None else created
+    return OutboxItem("notify", notifier_name, "backup", "failed", body, at)
+
+
+def go(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+@asynccontextmanager
+async def delivering(
+    notifiers: dict[str, NotifierSpec],
+    pings: dict[str, str] | None = None,
+    *,
+    events: Events | None = None,
+    outbox: ListOutbox | None = None,
+    grace: float = 0.0,
+    results: list[tuple[str, str]] | None = None,
+    **tunables: Any,
+) -> AsyncIterator[Delivery]:
+    log = (events or Events()).log
+    on_result = None if results is None else (lambda n, r: results.append((n, r)))
+    delivery = Delivery(log, outbox=outbox, on_result=on_result, **tunables)
+    delivery.configure(notifiers, pings or {})
+    task = asyncio.create_task(delivery.run())
+    try:
+        yield delivery
+    finally:
+        await delivery.aclose(grace)
+        await asyncio.wait_for(task, 10)
+
+
+def no_secret_logged(events: Events) -> None:
+    text = events.text()
+    assert SECRET not in text
+    assert "/hook" not in text
+    assert "127.0.0.1" not in text
+
+
+def test_a_webhook_gets_the_body_and_headers_once() -> None:
+    async def main() -> None:
+        events, results = Events(), list[tuple[str, str]]()
+        with NotifyServer() as server:
+            hook = notifier("hook", "webhook", f"{server.url}/hook?token={SECRET}",
+                            headers=(("Authorization", f"Bearer {SECRET}"),))  # fmt: skip
+            async with delivering({"hook": hook}, events=events, results=results) as delivery:
+                delivery.put(item())
+                sent = await events.wait("notify.sent")
+            (request,) = server.requests()
+        assert request.method == "POST"
+        assert request.path == "/hook"
+        assert request.query == {"token": [SECRET]}
+        assert request.headers["authorization"] == f"Bearer {SECRET}"
+        assert request.headers["content-type"] == "application/json"
+        assert request.json()["text"] == "backup failed #0"
+        assert sent == [{"level": "debug", "event": "notify.sent", "notifier": "hook",
+                         "job": "backup", "job_event": "failed", "tries": 1}]  # fmt: skip
+        assert results == [("hook", "sent")]
+        no_secret_logged(events)
+
+    go(main)
+
+
+def test_retried_until_the_server_comes_up() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer(up=False) as server:
+            hook = notifier("hook", "webhook", f"{server.url}/hook")
+            async with delivering({"hook": hook}, events=events, **QUICK) as delivery:
+                delivery.put(item())
+                await asyncio.sleep(0.3)  # refused meanwhile: some tries are spent
+                assert events.named("notify.sent") == []
+                server.up()
+                (sent,) = await events.wait("notify.sent")
+            assert len(server.requests()) == 1
+        assert sent["tries"] >= 2
+        assert events.named("notify.failed") == []
+
+    go(main)
+
+
+def test_5xx_408_429_are_retried_a_4xx_or_redirect_is_not() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer() as server:
+            server.answer("/busy", status=503, count=1)
+            server.answer("/busy", status=429, count=1)
+            server.answer("/busy", status=408, count=1)
+            server.answer("/wrong", status=404)
+            server.answer("/moved", status=302)
+            specs = {
+                name: notifier(name, "webhook", f"{server.url}/{name}")
+                for name in ("busy", "wrong", "moved")
+            }
+            async with delivering(specs, events=events, **QUICK) as delivery:
+                for name in specs:
+                    delivery.put(item(name))
+                (sent,) = await events.wait("notify.sent")
+                failed = await events.wait("notify.failed", 2)
+                await asyncio.sleep(0.3)  # a retry would come by now
+            assert len(server.requests("/busy")) == 4
+            assert len(server.requests("/wrong")) == 1
+            assert len(server.requests("/moved")) == 1
+        assert sent["tries"] == 4
+        assert {(f["notifier"], f["error"]) for f in failed} == {
+            ("wrong", "HTTP 404"), ("moved", "HTTP 302")}  # fmt: skip
+        assert len(events.named("notify.failed")) == 2
+
+    go(main)
+
+
+def test_given_up_after_the_window_with_one_error_and_no_secret() -> None:
+    async def main() -> None:
+        events, results = Events(), list[tuple[str, str]]()
+        with NotifyServer() as server, NotifyServer(up=False) as down:
+            server.answer(status=500)
+            specs = {
+                "hook": notifier("hook", "webhook", f"{server.url}/hook/{SECRET}",
+                                 headers=(("X-Token", SECRET),)),
+                "gone": notifier("gone", "webhook", f"http://u:{SECRET}@127.0.0.1:{down.port}/hook"),
+            }  # fmt: skip
+            tunables = {**QUICK, "window": 0.4}
+            async with delivering(specs, events=events, results=results, **tunables) as d:
+                d.put(item("hook"))
+                d.put(item("gone"))
+                failed = await events.wait("notify.failed", 2)
+                await asyncio.sleep(0.3)
+            assert 2 <= len(server.requests()) <= 6  # backoff: 50, 100, 200 ms
+        assert len(events.named("notify.failed")) == 2
+        by_name = {f["notifier"]: f for f in failed}
+        assert by_name["hook"] == {
+            "level": "error", "event": "notify.failed", "notifier": "hook", "job": "backup",
+            "job_event": "failed", "error": "HTTP 500",
+        }  # fmt: skip
+        assert by_name["gone"]["error"] == "ConnectError"
+        assert sorted(results) == [("gone", "failed"), ("hook", "failed")]
+        no_secret_logged(events)
+
+    go(main)
+
+
+def test_a_full_lane_gives_up_its_oldest() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer() as server:
+            server.answer(delay=0.1)
+            hook = notifier("hook", "webhook", f"{server.url}/hook")
+            tunables: dict[str, Any] = {"lane_limit": 5, "lane_flying": 1}
+            async with delivering({"hook": hook}, events=events, **tunables) as delivery:
+                delivery.put(item(n=0))
+                await server.arrived(1)  # the first is in flight
+                for n in range(1, 20):
+                    delivery.put(item(n=n))
+                await events.wait("notify.sent", 6)
+            texts = [r.json()["text"] for r in server.requests()]
+        full = events.named("notify.failed")
+        assert len(full) == 14
+        assert {f["error"] for f in full} == {"queue full"}
+        assert texts == [f"backup failed #{n}" for n in (0, 15, 16, 17, 18, 19)]
+
+    go(main)
+
+
+def test_a_lane_starts_in_order_and_lanes_do_not_wait_for_each_other() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer() as server:
+            server.answer("/slow", delay=5)
+            specs = {
+                "fast": notifier("fast", "webhook", f"{server.url}/fast"),
+                "slow": notifier("slow", "webhook", f"{server.url}/slow"),
+            }
+            async with delivering(specs, events=events, lane_flying=1) as delivery:
+                for n in range(30):
+                    delivery.put(item("slow", n))
+                    delivery.put(item("fast", n))
+                await events.wait("notify.sent", 30)
+                fast = [r.json()["text"] for r in server.requests("/fast")]
+                assert len(server.requests("/slow")) == 1  # one in flight, the rest queued
+        assert fast == [f"backup failed #{n}" for n in range(30)]
+
+    go(main)
+
+
+def test_put_does_not_wait_for_a_slow_endpoint() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer() as server:
+            server.answer(delay=2)
+            hook = notifier("hook", "webhook", f"{server.url}/hook")
+            async with delivering({"hook": hook}, events=events) as delivery:
+                delivery.put(item())
+                await server.arrived(1)  # the endpoint sleeps on it now
+                longest = 0.0
+                for n in range(200):
+                    began = time.perf_counter()
+                    delivery.put(item(n=n))
+                    longest = max(longest, time.perf_counter() - began)
+                    if n % 20 == 0:
+                        await asyncio.sleep(0)  # let delivery take them, as the loop would
+        assert longest < 0.001  # microseconds in fact; a millisecond leaves room for CI
+
+    go(main)
+
+
+def test_pings_start_success_and_fail_with_rid_and_tail() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer() as server:
+            url = f"{server.url}/ping/{SECRET}?create=1"
+            pinged = job(ping=url)
+            delivery = Delivery(events.log, outbox=None, **QUICK)
+            teller = Teller(delivery, clock=SystemClock(), memory=None, host="web-1")
+            teller.configure({}, {"backup": pinged})
+            task = asyncio.create_task(delivery.run())
+            slot = SystemClock().now()
+            teller.started(pinged, "0190-run-1", slot, 1)
+            ok = RunResult(Outcome.SUCCESS, 0, 1.0, 1)
+            teller.finished(pinged, "0190-run-1", slot, ok, tail=["a", "b"], attempts_allowed=1)
+            failed = RunResult(Outcome.FAILED, 2, 1.0, 1)
+            teller.finished(pinged, "0190-run-2", slot, failed, tail=["x"], attempts_allowed=1)
+            teller.lost("backup", "0190-run-3", slot)
+            await events.wait("notify.sent", 4)
+            await delivery.aclose(1)
+            await task
+            got = [(r.method, r.path, r.query, r.text) for r in server.requests()]
+        base = f"/ping/{SECRET}"
+        assert got == [
+            ("POST", f"{base}/start", {"create": ["1"], "rid": ["0190-run-1"]}, ""),
+            ("POST", base, {"create": ["1"], "rid": ["0190-run-1"]}, "a\nb"),
+            ("POST", f"{base}/fail", {"create": ["1"], "rid": ["0190-run-2"]}, "x"),
+            ("POST", f"{base}/fail", {"create": ["1"], "rid": ["0190-run-3"]},
+             "backup lost on web-1: its daemon died during the run"),
+        ]  # fmt: skip
+        assert {e["notifier"] for e in events.named("notify.sent")} == {"ping"}
+        no_secret_logged(events)
+
+    go(main)
+
+
+def test_a_command_gets_the_body_on_stdin_and_the_env(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    script = f"cat > {out}.body; env | grep ^CROND_ | sort > {out}.env; echo noise; echo err >&2"
+
+    async def main() -> None:
+        events = Events()
+        page = notifier("page", "command", ("/bin/sh", "-c", script))
+        async with delivering({"page": page}, events=events) as delivery:
+            delivery.put(item("page"))
+            await events.wait("notify.sent")
+        assert command.owned_pids() == set()
+        assert "noise" not in events.text()
+
+    go(main)
+    body = json.loads(Path(f"{out}.body").read_text())
+    assert body["text"] == "backup failed #0"
+    env = Path(f"{out}.env").read_text().splitlines()
+    assert env == [
+        "CROND_EVENT=failed", "CROND_EXIT_CODE=1", "CROND_JOB=backup", "CROND_OUTCOME=failed",
+        "CROND_RUN_ID=r0", "CROND_TEXT=backup failed #0",
+    ]  # fmt: skip
+
+
+def test_a_command_that_fails_is_retried_through_sh(tmp_path: Path) -> None:
+    count = tmp_path / "count"
+
+    async def main() -> None:
+        events = Events()
+        page = notifier("page", "command", f"echo try >> {count}; exit 1")
+        async with delivering({"page": page}, events=events, **{**QUICK, "window": 0.3}) as d:
+            d.put(item("page"))
+            (failed,) = await events.wait("notify.failed")
+        assert failed["error"] == "exit 1"
+
+    go(main)
+    assert len(count.read_text().splitlines()) >= 2
+
+
+def test_a_hanging_command_is_killed_with_its_children(tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild"
+
+    async def main() -> None:
+        events = Events()
+        script = f"sleep 60 & echo $! > {pidfile}; wait"
+        page = notifier("page", "command", script)
+        tunables: dict[str, Any] = {"try_timeout": 0.5, "window": 0.1}
+        async with delivering({"page": page}, events=events, **tunables) as delivery:
+            began = time.monotonic()
+            delivery.put(item("page"))
+            (failed,) = await events.wait("notify.failed")
+            took = time.monotonic() - began
+        assert failed["error"] == "timed out after 0.5s"
+        assert 0.4 < took < 3
+        grandchild = int(pidfile.read_text())
+        deadline = time.monotonic() + 5
+        while _alive(grandchild) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert not _alive(grandchild)
+        assert command.owned_pids() == set()
+
+    go(main)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (waiting for its reaper) is gone for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_apprise_json_reaches_the_server_and_logs_nothing(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer() as server:
+            url = f"json://127.0.0.1:{server.port}/apprise/{SECRET}"
+            spec = notifier("mail", "apprise", url)
+            async with delivering({"mail": spec}, events=events) as delivery:
+                delivery.put(item("mail"))
+                await events.wait("notify.sent")
+            (request,) = server.requests()
+        assert request.path == f"/apprise/{SECRET}"
+        sent = request.json()
+        assert sent["title"] == "backup failed #0"
+        assert json.loads(sent["message"])["run_id"] == "r0"
+        no_secret_logged(events)
+
+    go(main)
+    captured = capfd.readouterr()
+    assert SECRET not in captured.out + captured.err
+    assert "127.0.0.1" not in captured.err
+
+
+def test_apprise_failure_is_retried_then_given_up() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer() as server:
+            server.answer(status=500)
+            spec = notifier("mail", "apprise", f"json://127.0.0.1:{server.port}/a")
+            async with delivering({"mail": spec}, events=events, **{**QUICK, "window": 0.3}) as d:
+                d.put(item("mail"))
+                (failed,) = await events.wait("notify.failed")
+            assert len(server.requests()) >= 2
+        assert failed["error"] == "apprise reported a failure"
+
+    go(main)
+
+
+def test_the_outbox_keeps_an_item_until_it_is_delivered() -> None:
+    async def main() -> None:
+        events, outbox = Events(), ListOutbox()
+        with NotifyServer(up=False) as server:
+            hook = notifier("hook", "webhook", f"{server.url}/hook")
+            async with delivering({"hook": hook}, events=events, outbox=outbox, **QUICK) as d:
+                for n in range(3):
+                    d.put(item(n=n))
+                deadline = time.monotonic() + 5
+                while not outbox.items and time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
+                assert outbox.adds == [3]  # one write for the three
+                assert len(outbox.items) == 3  # kept before any try could succeed
+                server.up()
+                await events.wait("notify.sent", 3)
+                await asyncio.sleep(0.05)  # the next pass forgets them
+                assert outbox.items == {}
+                assert sorted(outbox.done_ids) == [1, 2, 3]
+
+    go(main)
+
+
+def test_a_new_delivery_sends_what_a_previous_one_left() -> None:
+    async def main() -> None:
+        events, outbox = Events(), ListOutbox()
+        outbox.add([item(n=1), item("removed", 2), item(n=3, created=time.time() - 3600)])
+        with NotifyServer() as server:
+            hook = notifier("hook", "webhook", f"{server.url}/hook")
+            async with delivering(
+                {"hook": hook}, events=events, outbox=outbox, lane_flying=1
+            ) as delivery:
+                delivery.put(item(n=4))
+                await events.wait("notify.sent", 3)
+                await events.wait("notify.stale")
+                await asyncio.sleep(0.05)
+            texts = [r.json()["text"] for r in server.requests()]
+        assert texts == ["backup failed #1", "backup failed #3", "backup failed #4"]
+        assert outbox.items == {}
+        (stale,) = events.named("notify.stale")
+        assert stale["notifier"] == "removed"
+        assert stale["level"] == "debug"
+
+    go(main)
+
+
+def test_a_notification_of_a_job_gone_at_a_reload_is_dropped() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer() as server:
+            hook = notifier("hook", "webhook", f"{server.url}/hook")
+            async with delivering({"hook": hook}, events=events) as delivery:
+                delivery.configure({"hook": hook}, {}, jobs=["other"])
+                delivery.put(item())
+                (stale,) = await events.wait("notify.stale")
+            assert server.requests() == []
+        assert (stale["job"], stale["job_event"]) == ("backup", "failed")
+
+    go(main)
+
+
+def test_aclose_tries_within_the_grace_and_counts_the_rest() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer() as server, NotifyServer(up=False) as down:
+            server.answer(delay=0.2)
+            specs = {
+                "slow": notifier("slow", "webhook", f"{server.url}/slow"),
+                "down": notifier("down", "webhook", f"{down.url}/down"),
+            }
+            delivery = Delivery(events.log, outbox=None, **QUICK)
+            delivery.configure(specs, {})
+            task = asyncio.create_task(delivery.run())
+            delivery.put(item("slow", 1))
+            for n in range(3):
+                delivery.put(item("down", n))
+            await asyncio.sleep(0)
+            began = time.monotonic()
+            await delivery.aclose(1.0)
+            took = time.monotonic() - began
+            await asyncio.wait_for(task, 1)
+            assert len(server.requests()) == 1
+        assert 0.5 < took < 1.5  # the down ones are retried until no retry fits the grace
+        assert len(events.named("notify.sent")) == 1
+        (dropped,) = events.named("notify.dropped")
+        assert dropped["count"] == 3
+        delivery.put(item("slow", 9))  # after the end: dropped, not queued
+        assert len(events.named("notify.dropped")) == 2
+
+    go(main)
+
+
+def test_aclose_with_an_outbox_keeps_what_is_left() -> None:
+    async def main() -> None:
+        events, outbox = Events(), ListOutbox()
+        with NotifyServer(up=False) as down:
+            hook = notifier("hook", "webhook", f"{down.url}/hook")
+            delivery = Delivery(events.log, outbox=outbox, **QUICK)
+            delivery.configure({"hook": hook}, {})
+            task = asyncio.create_task(delivery.run())
+            delivery.put(item())
+            await asyncio.sleep(0.1)
+            await delivery.aclose(0.1)
+            await asyncio.wait_for(task, 1)
+        assert [s.item.body for s in outbox.pending(10)] == [item().body]
+        assert events.named("notify.dropped") == []
+        assert events.named("notify.failed") == []
+
+    go(main)
+
+
+def test_aclose_ends_quickly_when_all_is_sent() -> None:
+    async def main() -> None:
+        with NotifyServer() as server:
+            hook = notifier("hook", "webhook", f"{server.url}/hook")
+            delivery = Delivery(Events().log, outbox=None)
+            delivery.configure({"hook": hook}, {})
+            task = asyncio.create_task(delivery.run())
+            delivery.put(item())
+            began = time.monotonic()
+            await delivery.aclose(10)
+            await task
+            assert time.monotonic() - began < 2
+            assert len(server.requests()) == 1
+
+    go(main)
