@@ -206,19 +206,23 @@ class CrondSystem:
 
     name = "crond"
 
+    def __init__(self, head: str = "", args: Sequence[str] = ()) -> None:
+        self.head = head  # YAML put before the jobs (notifiers:, defaults:, daemon:)
+        self.args = list(args)  # more `crond run` flags
+
     def missing(self) -> str | None:
         return None
 
     def launch(self, jobs: Sequence[JobDef], work: Path, ready_timeout: float) -> Launched:
         config = work / "crond.yaml"
-        config.write_text(crond_yaml(jobs))
+        config.write_text(self.head + crond_yaml(jobs))
         notify = NotifySocket(work / "notify.sock")
         sink = (work / "crond.log").open("ab")
         # The state store on, as by default, in the run's own directory.
         env = {**os.environ, "NOTIFY_SOCKET": str(notify.path), "STATE_DIRECTORY": str(work)}
         started = time.time()
         proc = subprocess.Popen(
-            [CROND, "run", str(config), "--log-format", "json"],
+            [CROND, "run", str(config), "--log-format", "json", *self.args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=sink,

@@ -99,7 +99,11 @@ def validate(file: str, as_json: bool) -> None:
 
     path, stdin = _stdin_or_path(file)
     cfg = _load_or_exit(path, as_json=as_json, check_owner=True, stdin=stdin)
-    warnings = loaded.dst_warnings(cfg, SystemClock().now()) + loaded.reboot_warnings(cfg)
+    warnings = [
+        *cfg.env_warnings,
+        *loaded.dst_warnings(cfg, SystemClock().now()),
+        *loaded.reboot_warnings(cfg),
+    ]
     if as_json:
         click.echo(
             json.dumps(
@@ -189,6 +193,13 @@ def next_(
     help="Keep the state store here, or `none` for no store (overrides daemon.state_dir).",
 )
 @click.option(
+    "--metrics",
+    type=params.ADDRESS,
+    default=None,
+    metavar="HOST:PORT",
+    help="Serve /metrics and /healthz here, e.g. 127.0.0.1:9464 (overrides daemon.metrics).",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["json", "console"]),
     default=None,
@@ -205,6 +216,7 @@ def run(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
     liveness_file: Path | None,
     heartbeat: timedelta | None,
     state_dir: str | None,
+    metrics: str | None,
     log_format: logs.LogFormat | None,
     log_level: str,
 ) -> None:
@@ -213,7 +225,9 @@ def run(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
     from crond.daemon import lifecycle as daemon  # noqa: PLC0415  (see the imports above)
 
     log = logs.configure(log_format, log_level)
-    options = daemon.Options(liveness_file=liveness_file, heartbeat=heartbeat, state_dir=state_dir)
+    options = daemon.Options(
+        liveness_file=liveness_file, heartbeat=heartbeat, state_dir=state_dir, metrics=metrics
+    )
     sys.exit(daemon.run(file, options, log))
 
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from crond.config import durations
+from crond.config.address import AddressError, split_address
 
 
 class _DurationType(click.ParamType[timedelta]):
@@ -56,6 +57,22 @@ class _HeartbeatType(_DurationType):
         return beat
 
 
+class _AddressType(click.ParamType[str]):
+    """HOST:PORT to listen at, as the file's `daemon.metrics` takes it."""
+
+    name = "address"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        try:
+            split_address(str(value))
+        except AddressError as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
+
+
+ADDRESS = _AddressType()
 DURATION = _DurationType()
 HEARTBEAT = _HeartbeatType()
 INSTANT = _InstantType()

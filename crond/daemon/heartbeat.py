@@ -49,6 +49,8 @@ class Heartbeat:
         self.path: Path | None = None  # the liveness file; None: none is written
         self.jobs = 0
         self._failed = False  # the last write of the liveness file failed
+        self._beat_at: float | None = None  # the monotonic clock at the last beat
+        self.last_beat: datetime | None = None  # and the wall clock
         loop.beat = self.beat
 
     def configure(
@@ -68,6 +70,7 @@ class Heartbeat:
         self.jobs = len(cfg.jobs)
 
     def beat(self, now: datetime) -> None:
+        self._beat_at, self.last_beat = self.loop.clock.monotonic(), now
         self.notifier.ping()
         if self.recorder.wants_open():
             # At most once a heartbeat: this is called once a heartbeat.
@@ -77,13 +80,18 @@ class Heartbeat:
             self.recorder.check()
         self.write_liveness(now)
 
-    def write_liveness(self, now: datetime, *, stopped: bool = False) -> None:
-        """The liveness file; `stopped`: the last one, after a clean stop (`crond health`
-        then says so, instead of "fresh" for a pid that is gone)."""
-        if self.path is None:
-            return
+    def fresh(self) -> bool:
+        """Whether the loop beat recently: within three heartbeats and a second, the age
+        `crond health` allows the liveness file by default (`/healthz` answers by it)."""
+        if self._beat_at is None:
+            return False
+        age = self.loop.clock.monotonic() - self._beat_at
+        return age <= 3 * self.period.total_seconds() + 1
+
+    def payload(self, now: datetime, *, stopped: bool = False) -> dict[str, object]:
+        """What the liveness file holds (docs/running.md), as of `now`."""
         nxt = None if stopped else self.loop.next_fire()
-        payload = {
+        return {
             "pid": os.getpid(),
             "updated_at": iso_utc(now),
             "jobs": self.jobs,
@@ -93,8 +101,14 @@ class Heartbeat:
             "state": self.recorder.label(),
             "stopped": stopped,
         }
+
+    def write_liveness(self, now: datetime, *, stopped: bool = False) -> None:
+        """The liveness file; `stopped`: the last one, after a clean stop (`crond health`
+        then says so, instead of "fresh" for a pid that is gone)."""
+        if self.path is None:
+            return
         try:
-            liveness.write(self.path, payload)
+            liveness.write(self.path, self.payload(now, stopped=stopped))
         except OSError as exc:
             # Once a heartbeat at most: this is called once a heartbeat.
             self.log.error("liveness.write_failed", path=str(self.path), error=str(exc))

@@ -34,6 +34,7 @@ from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Gate, Loop
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.systemd import Notifier
+from crond.daemon.telling import Telling
 from crond.run import runner
 from crond.store import locate
 from crond.store.base import Start, Store, ViewRow, view_row
@@ -61,6 +62,7 @@ class Options:
     liveness_file: Path | None = None
     heartbeat: timedelta | None = None
     state_dir: str | None = None  # a directory, or "none" for no state store
+    metrics: str | None = None  # HOST:PORT for /metrics and /healthz
 
 
 class Daemon:
@@ -98,6 +100,10 @@ class Daemon:
             prepare=self._prepare,
         )
         self.heartbeat = Heartbeat(self.loop, self.recorder, self.notifier, log, self._publish)
+        self.telling = Telling(
+            log=log, clock=clock, loop=self.loop, recorder=self.recorder, heartbeat=self.heartbeat
+        )
+        self.loop.watcher = self.telling
         self._settings(cfg)
         self._signals = 0
         self._reload_wanted = False
@@ -110,6 +116,10 @@ class Daemon:
         flags = self.options
         self.heartbeat.configure(cfg, liveness_file=flags.liveness_file, heartbeat=flags.heartbeat)
         self.recorder.history = {name: job.settings.history for name, job in cfg.jobs.items()}
+        self.telling.configure(cfg, self._metrics_address(cfg))
+
+    def _metrics_address(self, cfg: LoadedConfig) -> str | None:
+        return self.options.metrics or cfg.daemon.metrics
 
     # --- runs -------------------------------------------------------------------------
 
@@ -182,6 +192,7 @@ class Daemon:
             new = await _read(self.path, self.log)
             if new is not None and not self._signals:
                 self._swap(*new)
+            self.telling.reloaded(new is not None)
             self.notifier.ready()
 
     def _swap(self, new: LoadedConfig, digest: str | None) -> None:
@@ -228,7 +239,7 @@ class Daemon:
     async def serve(self) -> int:
         _raise_fd_limit()
         aio = asyncio.get_running_loop()
-        reap = reaper.install(aio, runner.owned_pids) if os.getpid() == 1 else None
+        reap = reaper.install(aio, _owned_pids) if os.getpid() == 1 else None
         try:
             async with asyncio.TaskGroup() as tasks:
                 self._tasks = tasks
@@ -247,9 +258,12 @@ class Daemon:
                     version=__version__,
                     tzdata=tzdata_version(),
                 )
+                await self.telling.start(tasks, self._metrics_address(self.cfg))
+                self.telling.reloaded(True)
                 self.notifier.ready(f"{len(self.cfg.jobs)} jobs")
                 asyncio.get_running_loop().call_soon(self._publish)  # after the first wake
                 await self.loop.run()
+                await self.telling.aclose()
         finally:
             for signum in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
                 aio.remove_signal_handler(signum)
@@ -262,11 +276,19 @@ class Daemon:
         return 0
 
 
+def _owned_pids() -> frozenset[int]:
+    """The children the reaper must leave alone (as pid 1): the runs' and the notifier
+    commands' (their module is loaded only when a file has a command notifier)."""
+    command = sys.modules.get("crond.notify.command")
+    notifiers: set[int] = command.owned_pids() if command is not None else set()
+    return frozenset(runner.owned_pids()) | notifiers
+
+
 def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
     """`crond run`: exit 1 when the file is invalid (or, as root, unsafe) at start, 0 after
     a clean stop."""
     try:
-        cfg, digest = loader.load_file(path)
+        cfg, digest = loader.load_file(path, strict=True)
     except problems.ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -284,7 +306,7 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
 async def _read(path: Path, log: FilteringBoundLogger) -> tuple[LoadedConfig, str | None] | None:
     """The file again, through the same checks as at start; None (logged) if refused."""
     try:
-        return await asyncio.to_thread(loader.load_file, path)
+        return await asyncio.to_thread(functools.partial(loader.load_file, path, strict=True))
     except problems.ConfigError as exc:
         log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
         return None

@@ -56,6 +56,20 @@ class Launch(Protocol):
     def __call__(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> RunHandle: ...
 
 
+class Watcher(Protocol):
+    """Told what the loop decides and how its runs go (the daemon's notifiers and metrics:
+    crond/daemon/telling.py). Called from the loop's thread; must be quick and never raise."""
+
+    def decided(self, job: LoadedJob, decision: Decision) -> None:
+        """A due slot's decision, after its events are logged (missed, skipped, ...)."""
+
+    def run_started(self, job: LoadedJob, run: RunHandle) -> None:
+        """A run is going: on the loop's turn after its spawn pass, not inside it."""
+
+    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:
+        """A run has ended (its retries spent): `result` is what its `drive()` returned."""
+
+
 @dataclass(frozen=True)
 class ConfigDiff:
     added: list[str]
@@ -74,6 +88,7 @@ class Loop:
         beat: Callable[[datetime], None] | None = None,
         after_tick: Callable[[list[Entry], list[tuple[str, datetime]]], None] | None = None,
         prepare: Callable[[list[tuple[LoadedJob, datetime]], datetime], None] | None = None,
+        watcher: Watcher | None = None,
     ) -> None:
         self.clock = clock
         self.log = log
@@ -87,6 +102,7 @@ class Loop:
         # Told which (job, slot) a wake starts, and when (the instant they are spawned at),
         # before the first is launched: the daemon records them all in one commit.
         self.prepare = prepare
+        self.watcher = watcher
         self.schedule = Schedule()
         self._soon: list[tuple[LoadedJob, datetime, Callable[[], None] | None]] = []
         self.running: dict[str, list[RunHandle]] = {}
@@ -221,6 +237,8 @@ class Loop:
         if gate is not None and (logs or decision.replace):
             gate()  # what follows is of the slot: not logged, nor anything stopped, before it
         _log_decision(self.log, job, decision)
+        if self.watcher is not None and (logs or decision.start is not None):
+            self.watcher.decided(job, decision)
         if decision.start is None:
             return
         if decision.replace:
@@ -235,17 +253,23 @@ class Loop:
         run = self.launch(job, slot, gate)  # spawned now; the rest is a task of ours
         self.running.setdefault(job.name, []).append(run)
         self.idle.clear()
-        self._own(self._drive(job.name, run))
+        self._own(self._drive(job, run))
 
     async def _start_after(self, job: LoadedJob, slot: datetime, old: list[RunHandle]) -> None:
         await asyncio.gather(*(run.wait() for run in old))
         if not self._stopping:
             self._start(job, slot)
 
-    async def _drive(self, name: str, run: RunHandle) -> None:
-        """A run's work, then its place in `running` given up (also when cancelled)."""
+    async def _drive(self, job: LoadedJob, run: RunHandle) -> None:
+        """A run's work, then its place in `running` given up (also when cancelled); the
+        watcher is told of its start (here: after the wake's spawn pass) and its end."""
+        name = job.name
         try:
-            await run.drive()
+            if self.watcher is not None:
+                self.watcher.run_started(job, run)
+            result = await run.drive()
+            if self.watcher is not None:
+                self.watcher.run_ended(job, run, result)
         finally:
             runs = self.running.get(name, [])
             if run in runs:

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from crond.clock import Clock, iso_utc
-from crond.store.base import Start, StateError, Store, ViewRow
+from crond.store.base import AttemptRow, Start, StateError, Store, ViewRow
 from crond.store.locate import boot_id
 
 if TYPE_CHECKING:
@@ -55,6 +55,11 @@ class StoreRecorder:
         self._prepared: dict[str, int] = {}  # run id -> its first attempt's row (`prepare`)
         self._logged_at: float | None = None
         self._opened = False  # opened once: the runs a dead daemon left are closed
+        # Told of each run a dead daemon left (the notifiers' `lost`), after its event.
+        self.on_lost: Callable[[AttemptRow], None] | None = None
+        # Told of a run's last attempt before its end is written: what it makes (the
+        # notifiers' outbox) is in the store first, so no crash falls between the two.
+        self.before_end: Callable[[Run, RunResult, Sequence[str]], None] | None = None
 
     # --- the store's health -----------------------------------------------------------
 
@@ -95,6 +100,8 @@ class StoreRecorder:
         self.mark("daemon", json.dumps(info))  # for `crond status`: is its daemon alive?
         for row in lost:
             self.log.warning("job.lost", job=row.job, run_id=row.run_id, slot=iso_utc(row.slot))
+            if self.on_lost is not None:
+                self.on_lost(row)
         return True
 
     def check(self) -> None:
@@ -127,7 +134,7 @@ class StoreRecorder:
             self._logged_at = now
             self.log.error(event, error=str(exc))
 
-    def _write(self, write: Callable[[Store], T]) -> T | None:
+    def write(self, write: Callable[[Store], T]) -> T | None:
         """One write (or read) of the store, if there is one: its result, or None (logged,
         and the store marked degraded) when it failed. One that works ends a degraded spell."""
         if self.store is None:
@@ -151,7 +158,7 @@ class StoreRecorder:
         if not starts:
             return
         at = started or self.clock.now()
-        ids = self._write(lambda store: store.start_many(starts, at))
+        ids = self.write(lambda store: store.start_many(starts, at))
         for start, row_id in zip(starts, ids or [], strict=False):
             self._prepared[start.run_id] = row_id
 
@@ -160,7 +167,7 @@ class StoreRecorder:
             prepared = self._prepared.pop(run.run_id, None)
             if prepared is not None:
                 return prepared
-        return self._write(
+        return self.write(
             lambda store: store.start(
                 run.job,
                 run_id=run.run_id,
@@ -172,9 +179,11 @@ class StoreRecorder:
         )
 
     def finished(self, token: object, run: Run, result: RunResult, tail: Sequence[str]) -> None:
+        if self.before_end is not None and run.ends_with(result):
+            self.before_end(run, result, tail)
         if not isinstance(token, int):
             return
-        self._write(
+        self.write(
             lambda store: store.finish(
                 token,
                 job=run.job,
@@ -192,14 +201,14 @@ class StoreRecorder:
 
     def cursors(self) -> dict[str, datetime]:
         """The cursors the previous daemon left, or none."""
-        return self._write(lambda store: store.cursors()) or {}
+        return self.write(lambda store: store.cursors()) or {}
 
     def ran_in_boot(self, job: str, boot: str | None) -> bool:
         """Whether `job` (`@reboot`) started in this host boot. Without a store, or a boot
         id, every daemon start counts as a boot."""
         if self.store is None or boot is None:
             return False
-        return self._write(lambda store: store.get_meta(f"reboot:{job}")) == boot
+        return self.write(lambda store: store.get_meta(f"reboot:{job}")) == boot
 
     def mark_boot(self, job: str, boot: str | None) -> None:
         """`job` (`@reboot`) starts in this boot: recorded before it is spawned."""
@@ -207,10 +216,10 @@ class StoreRecorder:
             self.mark(f"reboot:{job}", boot)
 
     def mark(self, key: str, value: str) -> None:
-        self._write(lambda store: store.set_meta(key, value))
+        self.write(lambda store: store.set_meta(key, value))
 
     def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
-        self._write(lambda store: store.publish_view(rows, digest))
+        self.write(lambda store: store.publish_view(rows, digest))
 
     def update_view(
         self, moved: Sequence[ViewRow], cursors: Sequence[tuple[str, datetime]]
@@ -218,4 +227,4 @@ class StoreRecorder:
         """After a wake: next fires that moved, and cursors that moved with no run started
         (slots missed or skipped: a restart must not take them for downtime)."""
         if moved or cursors:
-            self._write(lambda store: store.update_view(moved, cursors))
+            self.write(lambda store: store.update_view(moved, cursors))

@@ -1,10 +1,11 @@
 """Delivery: the asyncio task that sends what the daemon tells, beside the scheduling
 loop, so that no endpoint can delay a start or the heartbeat (docs/alerting.md).
 
-`put()` is all the daemon calls: synchronous, it only appends to a list and wakes the
-task. The task keeps each new item in the outbox (one write for all that came since its
-last pass) before trying it, so a restart loses none, and forgets it once delivered or
-given up.
+`put()` is what the daemon calls: synchronous, it only appends to a list and wakes the
+task. Each new item is kept in the outbox before it is tried — by `keep()`, which the
+daemon calls once the notifications of a run's end are all put, or else at the task's
+next pass (one write for all that came since) — so a restart loses none; it is forgotten
+once delivered or given up.
 
 - Lanes: each notifier is a lane, and so are each job's pings. Per lane, items start in
   the order they were made; at most `lane_flying` tries of a lane run at once (a job's
@@ -169,6 +170,17 @@ class Delivery:
             self._new.append(item)
             if self._wake is not None:
                 self._wake.set()
+        except Exception as exc:  # noqa: BLE001  (telling must never stop scheduling)
+            self._report_bug(exc)
+
+    def keep(self) -> None:
+        """Write what was put to the outbox now, rather than at the task's next pass: the
+        daemon calls this after each run's notifications, so a crash right after a run
+        ends (the log already says so) loses none of them. Never raises."""
+        if self._wake is None or self._closing or not self._new:
+            return  # before run(): its restore must come first; closing: the task has it
+        try:
+            self._intake()
         except Exception as exc:  # noqa: BLE001  (telling must never stop scheduling)
             self._report_bug(exc)
 

@@ -134,6 +134,7 @@ class Run:
         self._driven = False
         self._attempt = 1
         self._current: Attempt | None = self._start_attempt(1, gate)
+        self.lag_ms = self._current.lag_ms  # the first attempt's: its spawn minus the slot
 
     @property
     def attempt(self) -> int:
@@ -184,16 +185,21 @@ class Run:
         self._result.set_result(result)
         return result
 
+    def ends_with(self, result: RunResult) -> bool:
+        """Whether the attempt that ended with `result` is the run's last: it succeeded or
+        was killed, the run is being stopped, or its retries are spent."""
+        return (
+            result.outcome in (Outcome.SUCCESS, Outcome.KILLED)
+            or self._stopping
+            or result.attempt > self.spec.retry.attempts
+        )
+
     async def _attempts(self) -> RunResult:
         while True:
             assert self._current is not None
             result = await self._current.finish()
             self._current = None
-            if (
-                result.outcome in (Outcome.SUCCESS, Outcome.KILLED)
-                or self._stopping
-                or result.attempt > self.spec.retry.attempts
-            ):
+            if self.ends_with(result):
                 return result
             self._attempt = result.attempt + 1
             delay = self.spec.retry.delay_before(self._attempt).total_seconds()

@@ -1,0 +1,277 @@
+"""What the daemon tells, wired to its loop: notifiers and pings (crond/notify/teller.py
+and delivery.py) and metrics with /healthz (crond/notify/metrics.py and http.py).
+
+`Telling` is the scheduling loop's Watcher: the loop tells it each slot's decision and
+each run's start and end, synchronously, and it hands them on — a notification to the
+delivery queue, a count to the metrics — without ever waiting. Each part exists only
+when the file (or `crond run --metrics`) asks for it, and its library is imported only
+then: a daemon without notifiers, pings or metrics pays nothing for them.
+
+docs/alerting.md is the user's side of this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from structlog.typing import FilteringBoundLogger
+
+from crond import __version__
+from crond.clock import Clock
+from crond.config.address import split_address
+from crond.config.loaded import LoadedConfig, LoadedJob
+from crond.daemon.heartbeat import Heartbeat
+from crond.daemon.loop import Loop, RunHandle
+from crond.daemon.recorder import StoreRecorder
+from crond.run import runner
+from crond.store.base import AttemptRow, OutboxRow
+from crond.when.plan import Decision
+
+if TYPE_CHECKING:
+    from crond.notify.delivery import Delivery
+    from crond.notify.metrics import Metrics
+    from crond.notify.outbox import OutboxItem, StoredItem
+    from crond.notify.teller import Teller
+
+# At a stop, what is still queued is tried for at most this long (what is left stays in
+# the state store, for the next start).
+SHUTDOWN_GRACE_S = 5.0
+
+
+class Telling:
+    """Notifiers, pings and metrics for one daemon; `configure` at each load."""
+
+    def __init__(
+        self,
+        *,
+        log: FilteringBoundLogger,
+        clock: Clock,
+        loop: Loop,
+        recorder: StoreRecorder,
+        heartbeat: Heartbeat,
+    ) -> None:
+        self.log = log
+        self.clock = clock
+        self.loop = loop
+        self.recorder = recorder
+        self.heartbeat = heartbeat
+        self.teller: Teller | None = None
+        self.delivery: Delivery | None = None
+        self.metrics: Metrics | None = None
+        self.address: str | None = None  # where /metrics is served, once it is
+        self._server: asyncio.Server | None = None
+        self._tasks: asyncio.TaskGroup | None = None
+        self._sending: asyncio.Task[None] | None = None
+        recorder.on_lost = self.lost
+        recorder.before_end = self.ending
+
+    # --- configuration ----------------------------------------------------------------
+
+    def configure(self, cfg: LoadedConfig, metrics: str | None) -> None:
+        """A file just loaded: its notifiers and pings; metrics at `metrics` (HOST:PORT,
+        the flag's or the file's), or none."""
+        wants = bool(cfg.notifiers) or any(job.ping for job in cfg.jobs.values())
+        if wants and self.teller is None:
+            self._make_teller()
+        if self.teller is not None:
+            self.teller.configure(cfg.notifiers, cfg.jobs)
+        if metrics is not None and self.metrics is None:
+            from crond.notify.metrics import Metrics  # noqa: PLC0415  (only when on)
+
+            self.metrics = Metrics(__version__, self._live)
+        if self.metrics is not None:
+            self.metrics.set_jobs(cfg.jobs)
+            self.metrics.set_notifiers([*cfg.notifiers, "ping"])
+        if self._tasks is not None:
+            self._start_parts(metrics)
+
+    def _make_teller(self) -> None:
+        from crond.notify.delivery import Delivery  # noqa: PLC0415  (only when used)
+        from crond.notify.teller import Teller  # noqa: PLC0415
+
+        outbox = _StoreOutbox(self.recorder) if self.recorder.opener is not None else None
+        self.delivery = Delivery(self.log, outbox=outbox, on_result=self._notified)
+        self.teller = Teller(self.delivery, clock=self.clock, memory=_StoreMemory(self.recorder))
+
+    def reloaded(self, ok: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.reloaded(ok, self.clock.now().timestamp())
+
+    # --- serving ----------------------------------------------------------------------
+
+    async def start(self, tasks: asyncio.TaskGroup, metrics: str | None) -> None:
+        """Start delivering (a task of `tasks`) and serving /metrics. A metrics address
+        that cannot be bound is logged (`metrics.failed`) and the daemon goes on."""
+        self._tasks = tasks
+        self._start_parts(metrics)
+        await self._serve(metrics)
+
+    def _start_parts(self, metrics: str | None) -> None:
+        if self.delivery is not None and self._sending is None and self._tasks is not None:
+            self._sending = self._tasks.create_task(self.delivery.run(), name="crond-delivery")
+        if metrics != self.address and self._tasks is not None and self.address is not None:
+            # `daemon.metrics` changed at a reload: serve at the new address.
+            self._tasks.create_task(self._serve(metrics), name="crond-metrics-rebind")
+
+    async def _serve(self, address: str | None) -> None:
+        if address == self.address and self._server is not None:
+            return
+        await self._close_server()
+        self.address = None
+        if address is None or self.metrics is None:
+            return
+        from crond.notify import http  # noqa: PLC0415  (only when on)
+
+        host, port = split_address(address)
+        routes = {"/metrics": self.metrics.route, "/healthz": self._healthz}
+        try:
+            self._server = await http.serve(host, port, routes, log=self.log)
+        except OSError as exc:
+            self.log.error("metrics.failed", address=address, error=exc.strerror or str(exc))
+            return
+        self.address = address
+        bound = self._server.sockets[0].getsockname() if self._server.sockets else (host, port)
+        shown = f"[{bound[0]}]:{bound[1]}" if ":" in bound[0] else f"{bound[0]}:{bound[1]}"
+        self.log.info("metrics.serving", address=shown)  # the port bound, for `:0`
+
+    async def _close_server(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+
+    async def aclose(self) -> None:
+        """At a stop: the long_running timers disarmed, what is queued tried for a few
+        seconds (the rest stays in the store), the metrics server closed."""
+        if self.teller is not None:
+            self.teller.close()
+        if self.delivery is not None:
+            await self.delivery.aclose(SHUTDOWN_GRACE_S)
+        await self._close_server()
+
+    def _healthz(self) -> tuple[int, str, bytes]:
+        """200 and the liveness JSON while the loop beats; 503 when it is stale."""
+        beat = self.heartbeat
+        payload = beat.payload(beat.last_beat or self.clock.now())
+        fresh = beat.fresh()
+        payload["fresh"] = fresh
+        body = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
+        return (200 if fresh else 503), "application/json", body
+
+    def _live(self) -> Iterator[tuple[str, int, float | None]]:
+        """Each job's running runs and next fire, read at a scrape."""
+        running = self.loop.running
+        for name, entry in self.loop.schedule.entries.items():
+            fire = entry.next_fire
+            at = fire.at.timestamp() if fire is not None and entry.job.settings.enabled else None
+            yield name, len(running.get(name, ())), at
+
+    def _notified(self, notifier: str, result: str) -> None:
+        if self.metrics is not None:
+            self.metrics.notification(notifier, result)
+
+    # --- the loop's Watcher -----------------------------------------------------------
+
+    def decided(self, job: LoadedJob, decision: Decision) -> None:
+        if decision.missed:
+            m = decision.missed
+            if self.teller is not None:
+                self.teller.missed(job, m.count, m.first_slot, m.last_slot, "grace")
+            if self.metrics is not None:
+                self.metrics.missed(job.name, m.count)
+        if decision.skip is not None:
+            if self.teller is not None:
+                self.teller.skipped(job, decision.skip, "overlap")
+            if self.metrics is not None:
+                self.metrics.skipped(job.name, "overlap")
+
+    def _keep(self) -> None:
+        """What a run's end made is in the state store before anything else happens."""
+        if self.delivery is not None:
+            self.delivery.keep()
+
+    def run_started(self, job: LoadedJob, run: RunHandle) -> None:
+        assert isinstance(run, runner.Run)
+        if self.teller is not None:
+            self.teller.started(job, run.run_id, run.slot, 1)
+        if self.metrics is not None:
+            self.metrics.run_started(job.name, max(0.0, run.lag_ms / 1000))
+
+    def ending(self, run: runner.Run, result: runner.RunResult, tail: Sequence[str]) -> None:
+        """A run's last attempt ended (the recorder's `before_end`): its notifications and
+        pings are made and kept in the state store before the run's end is, so a crash
+        between the two can only repeat them (the run is then `lost` too), never lose
+        them. Without a store it is the same, minus the store."""
+        job = self.loop.schedule.entries.get(run.job)
+        if self.teller is None or job is None:
+            return
+        self.teller.finished(
+            job.job,
+            run.run_id,
+            run.slot,
+            result,
+            tail=tail,
+            attempts_allowed=run.spec.retry.attempts + 1,
+        )
+        self._keep()
+
+    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:  # noqa: ARG002  (the Watcher's signature)
+        assert isinstance(result, runner.RunResult)
+        if self.metrics is not None:
+            now = self.clock.now().timestamp()
+            self.metrics.run_finished(job.name, result.outcome.value, result.duration_s, now)
+
+    def lost(self, row: AttemptRow) -> None:
+        """A run the previous daemon left unfinished (the store closed it as lost)."""
+        if self.teller is not None:
+            self.teller.lost(row.job, row.run_id, row.slot)
+            self._keep()
+
+
+class _StoreOutbox:
+    """The delivery's Outbox in the state store, through the recorder: a failing store
+    says so (None, nothing) and delivery goes on from memory."""
+
+    def __init__(self, recorder: StoreRecorder) -> None:
+        self.recorder = recorder
+
+    def add(self, items: Sequence[OutboxItem]) -> list[int] | None:
+        rows = [OutboxRow(0, i.kind, i.notifier, i.job, i.event, i.body, i.created) for i in items]
+        return self.recorder.write(lambda store: store.outbox_add(rows))
+
+    def pending(self, limit: int) -> list[StoredItem]:
+        from crond.notify.outbox import OutboxItem, StoredItem  # noqa: PLC0415
+
+        rows = self.recorder.write(lambda store: store.outbox_pending(limit)) or []
+        return [
+            StoredItem(
+                r.id, OutboxItem(_kind(r.kind), r.notifier, r.job, r.event, r.body, r.created)
+            )
+            for r in rows
+            if r.kind in ("notify", "ping")
+        ]
+
+    def done(self, ids: Sequence[int]) -> None:
+        self.recorder.write(lambda store: store.outbox_done(ids))
+
+
+def _kind(text: str) -> Literal["notify", "ping"]:
+    return "ping" if text == "ping" else "notify"
+
+
+class _StoreMemory:
+    """Where the streaks keep what they must remember across a restart: the store's meta."""
+
+    def __init__(self, recorder: StoreRecorder) -> None:
+        self.recorder = recorder
+
+    def get(self, key: str) -> str | None:
+        return self.recorder.write(lambda store: store.get_meta(key))
+
+    def set(self, key: str, value: str) -> None:
+        self.recorder.mark(key, value)
