@@ -68,6 +68,9 @@ def test_other_texts() -> None:
     assert bodies.missed_text("b", "h", 1, first, first, reason="asleep") == (
         "b missed 1 slot on h (02:30 UTC): asleep"
     )
+    assert bodies.missed_text("b", "h", 1, first, first, reason="grace") == (
+        "b missed 1 slot on h (02:30 UTC): too late to start (past its grace)"
+    )
     assert "2026-03-08 02:30 to 2026-03-09 02:30" in bodies.missed_text(
         "b", "h", 2, first, first + timedelta(days=1), reason=None
     )
@@ -83,9 +86,10 @@ def test_other_texts() -> None:
     assert bodies.success_text("backup", "web-1", 12.3) == "backup succeeded on web-1 in 12.3s"
     assert bodies.success_text("b", "h", 5400.2) == "b succeeded on h in 1h30m"
     assert (
-        bodies.skipped_text("backup", "web-1", "the previous run is still going")
+        bodies.skipped_text("backup", "web-1", "overlap")
         == "backup skipped on web-1: the previous run is still going"
     )
+    assert bodies.skipped_text("b", "h", "paused") == "b skipped on h: the job is paused"
 
 
 def test_tail_keeps_the_last_whole_lines_within_4_kib() -> None:

@@ -62,10 +62,11 @@ class Telling:
         self.teller: Teller | None = None
         self.delivery: Delivery | None = None
         self.metrics: Metrics | None = None
-        self.address: str | None = None  # where /metrics is served, once it is
+        self.address: str | None = None  # where /metrics is served (the port bound)
         self._server: asyncio.Server | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._sending: asyncio.Task[None] | None = None
+        self._wanted: str | None = None  # the metrics address asked for (bound or not)
         recorder.on_lost = self.lost
         recorder.before_end = self.ending
 
@@ -86,8 +87,7 @@ class Telling:
         if self.metrics is not None:
             self.metrics.set_jobs(cfg.jobs)
             self.metrics.set_notifiers([*cfg.notifiers, "ping"])
-        if self._tasks is not None:
-            self._start_parts(metrics)
+        self._start_parts(metrics)
 
     def _make_teller(self) -> None:
         from crond.notify.delivery import Delivery  # noqa: PLC0415  (only when used)
@@ -107,20 +107,25 @@ class Telling:
         """Start delivering (a task of `tasks`) and serving /metrics. A metrics address
         that cannot be bound is logged (`metrics.failed`) and the daemon goes on."""
         self._tasks = tasks
+        self._wanted = metrics
         self._start_parts(metrics)
         await self._serve(metrics)
 
     def _start_parts(self, metrics: str | None) -> None:
-        if self.delivery is not None and self._sending is None and self._tasks is not None:
+        """After a reload: delivery started if the file now has notifiers or pings, and
+        /metrics served where the file now says (turned on, moved, or off)."""
+        if self._tasks is None:
+            return
+        if self.delivery is not None and self._sending is None:
             self._sending = self._tasks.create_task(self.delivery.run(), name="crond-delivery")
-        if metrics != self.address and self._tasks is not None and self.address is not None:
-            # `daemon.metrics` changed at a reload: serve at the new address.
-            self._tasks.create_task(self._serve(metrics), name="crond-metrics-rebind")
+        if metrics != self._wanted:
+            self._wanted = metrics
+            self._tasks.create_task(self._serve(metrics), name="crond-metrics-serve")
 
     async def _serve(self, address: str | None) -> None:
-        if address == self.address and self._server is not None:
-            return
-        await self._close_server()
+        if self._server is not None:
+            await self._close_server()
+            self.log.info("metrics.stopped", address=self.address)
         self.address = None
         if address is None or self.metrics is None:
             return
@@ -133,10 +138,9 @@ class Telling:
         except OSError as exc:
             self.log.error("metrics.failed", address=address, error=exc.strerror or str(exc))
             return
-        self.address = address
         bound = self._server.sockets[0].getsockname() if self._server.sockets else (host, port)
-        shown = f"[{bound[0]}]:{bound[1]}" if ":" in bound[0] else f"{bound[0]}:{bound[1]}"
-        self.log.info("metrics.serving", address=shown)  # the port bound, for `:0`
+        self.address = f"[{bound[0]}]:{bound[1]}" if ":" in bound[0] else f"{bound[0]}:{bound[1]}"
+        self.log.info("metrics.serving", address=self.address)  # the port bound, for `:0`
 
     async def _close_server(self) -> None:
         if self._server is not None:

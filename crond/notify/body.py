@@ -127,15 +127,25 @@ def missed_text(
         when += " to " + last.strftime(fmt)
     slots = "slot" if count == 1 else "slots"
     text = f"{job} missed {count} {slots} on {host} ({when} UTC)"
-    return f"{text}: {reason}" if reason else text
+    return f"{text}: {_REASONS.get(reason, reason)}" if reason else text
 
 
 def started_text(job: str, host: str) -> str:
     return f"{job} started on {host}"
 
 
+# The reasons of job.missed and job.skipped events, as a sentence says them.
+_REASONS: Final = {
+    "grace": "too late to start (past its grace)",
+    "overlap": "the previous run is still going",
+    "paused": "the job is paused",
+    "max_running": "too many runs are going",
+}
+
+
 def skipped_text(job: str, host: str, reason: str) -> str:
-    return f"{job} skipped on {host}: {reason}"
+    """`backup skipped on web-1: the previous run is still going`."""
+    return f"{job} skipped on {host}: {_REASONS.get(reason, reason)}"
 
 
 def lost_text(job: str, host: str) -> str:

@@ -354,3 +354,21 @@ def test_an_apprise_notifier_delivers_through_its_json_url(
         assert json.loads(message["message"])["run_id"] == finished["run_id"]
         assert got.headers["x-token"] == SECRET  # Apprise's `+NAME=value`: a header
         assert SECRET not in json.dumps(daemon.events) + "".join(daemon.other)
+
+
+def test_a_reload_turns_metrics_on_and_off(tmp_path: Path, crond: list[Crond]) -> None:
+    jobs = "jobs:\n  later: {cron: '0 0 1 1 *', command: 'true'}\n"
+    f = write(tmp_path / "s.yaml", jobs)
+    daemon = start(crond, [str(f), "--state-dir", "none"])
+    daemon.wait_for("daemon.started")
+    write(f, "daemon: {metrics: '127.0.0.1:0'}\n" + jobs)
+    daemon.signal(signal.SIGHUP)
+    serving = daemon.wait_for("metrics.serving")
+    code, _ = get(f"http://{serving['address']}/healthz")
+    assert code == 200
+    write(f, jobs)
+    daemon.signal(signal.SIGHUP)
+    assert daemon.wait_for("metrics.stopped")["address"] == serving["address"]
+    with pytest.raises(urllib.error.URLError):
+        get(f"http://{serving['address']}/healthz", timeout=2.0)
+    assert daemon.stop() == 0
