@@ -22,7 +22,8 @@ once delivered or given up.
   seconds. What is left stays in the outbox for the next daemon, or without one is
   counted in one `notify.dropped`.
 
-No error message holds a URL, a header or a command: see errors.py.
+How one try is sent (httpx, command notifiers, Apprise threads) is senders.py's. No error
+message holds a URL, a header or a command: see errors.py.
 """
 
 from __future__ import annotations
@@ -31,23 +32,18 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-import json
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
 from structlog.typing import FilteringBoundLogger
 
 from crond.config.loaded import NotifierSpec
-from crond.notify import command, webhook
 from crond.notify.errors import SendError
 from crond.notify.outbox import Outbox, OutboxItem
-
-if TYPE_CHECKING:
-    import httpx
+from crond.notify.senders import Senders
 
 PING: Final = "ping"  # the notifier name pings are logged and counted under
 _NEW_LIMIT: Final = 10_000  # items put and not yet taken by the task (it was not running)
@@ -122,7 +118,6 @@ class Delivery:
         self.lane_limit = lane_limit
         self.lane_flying = lane_flying
         self.total_flying = total_flying
-        self.threads = threads
         self.wall = wall
         self.notifiers: Mapping[str, NotifierSpec] = {}
         self.pings: Mapping[str, str] = {}
@@ -139,9 +134,7 @@ class Delivery:
         self._closed = False
         self._deadline: float | None = None  # monotonic; set by aclose
         self._ended: asyncio.Event | None = None
-        self._client: httpx.AsyncClient | None = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._thread_slots: asyncio.Semaphore | None = None
+        self.senders = Senders(try_timeout=try_timeout, connections=total_flying, threads=threads)
 
     # -- what the daemon calls -------------------------------------------------------
 
@@ -322,7 +315,7 @@ class Delivery:
         try:
             try:
                 async with asyncio.timeout(self.try_timeout + 1):  # the senders' own, + slack
-                    stale = not await self._send(entry.item)
+                    stale = not await self.senders.send(entry.item, self)
             except SendError as exc:
                 error = exc
             except TimeoutError:
@@ -366,68 +359,6 @@ class Delivery:
             entry.due = asyncio.get_running_loop().time() + delay
             heapq.heappush(self._timers, entry.due)
             lane.retrying.append(entry)
-
-    # -- sending ---------------------------------------------------------------------
-
-    async def _send(self, item: OutboxItem) -> bool:
-        """One try; False when its notifier or job is gone from the file. Raises
-        SendError when not delivered."""
-        if item.kind == "ping":
-            base = self.pings.get(item.job)
-            if base is None:
-                return False
-            data = json.loads(item.body)
-            url = webhook.ping_url(base, item.event, str(data.get("rid") or ""))
-            tail = str(data.get("tail") or "").encode()
-            await webhook.post(self._http(), url, tail, content_type="text/plain; charset=utf-8")
-            return True
-        spec = self.notifiers.get(item.notifier)
-        if spec is None or (self.jobs is not None and item.job not in self.jobs):
-            return False
-        if spec.kind == "webhook":
-            assert isinstance(spec.target, str)
-            await webhook.post(self._http(), spec.target, item.body.encode(), spec.headers)
-        elif spec.kind == "command":
-            env = _command_env(item.body)
-            await command.run_command(spec.target, item.body.encode(), env, self.try_timeout)
-        else:
-            assert isinstance(spec.target, str)
-            await self._apprise(spec.target, item.body)
-        return True
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            import httpx  # noqa: PLC0415  (only for a file with webhooks or pings)
-
-            self._client = httpx.AsyncClient(
-                follow_redirects=False,  # a redirect could take the headers elsewhere
-                timeout=httpx.Timeout(self.try_timeout),
-                limits=httpx.Limits(max_connections=self.total_flying),
-                trust_env=False,  # no proxy from the environment sees the notifications
-            )
-        return self._client
-
-    async def _apprise(self, url: str, body: str) -> None:
-        """Apprise in one of `threads` threads. A thread that hangs keeps its slot until
-        it returns (a thread cannot be stopped): the tries wait for a free slot within
-        their own timeout, so hung threads cost tries, never memory or more threads."""
-        from crond.notify import via_apprise  # noqa: PLC0415  (imports apprise when used)
-
-        loop = asyncio.get_running_loop()
-        if self._executor is None or self._thread_slots is None:
-            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="crond-apprise")
-            self._thread_slots = asyncio.Semaphore(self.threads)
-        slots = self._thread_slots
-        await slots.acquire()
-        title = str(json.loads(body).get("text") or "")
-        future = self._executor.submit(via_apprise.send, url, title, body)
-
-        def release(_: object) -> None:
-            with contextlib.suppress(RuntimeError):  # the event loop is closed: no matter
-                loop.call_soon_threadsafe(slots.release)
-
-        future.add_done_callback(release)
-        await asyncio.wrap_future(future)
 
     # -- endings ---------------------------------------------------------------------
 
@@ -475,11 +406,7 @@ class Delivery:
         if self.outbox is None:
             self._count_dropped(left)
         self._lanes.clear()
-        if self._client is not None:
-            with contextlib.suppress(Exception):
-                await self._client.aclose()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        await self.senders.aclose()
 
     def _count_dropped(self, count: int) -> None:
         if count:
@@ -492,20 +419,3 @@ class Delivery:
 
 def _name(item: OutboxItem) -> str:
     return PING if item.kind == "ping" else item.notifier
-
-
-def _command_env(body: str) -> dict[str, str]:
-    """The CROND_* variables a command notifier gets from the body ("" for null)."""
-    data: dict[str, Any] = json.loads(body)
-    env = {}
-    for name, key in (
-        ("CROND_EVENT", "event"),
-        ("CROND_JOB", "job"),
-        ("CROND_RUN_ID", "run_id"),
-        ("CROND_OUTCOME", "outcome"),
-        ("CROND_EXIT_CODE", "exit_code"),
-        ("CROND_TEXT", "text"),
-    ):
-        value = data.get(key)
-        env[name] = "" if value is None else str(value)
-    return env
