@@ -300,7 +300,9 @@ class _Doors:
         reply = _Reply(writer, self.write_timeout)
         try:
             await self._serve(reader, reply)
-        except ClientGone:
+        except (ClientGone, asyncio.CancelledError):
+            # Cancelled: the server is closing. Ending normally rather than cancelled
+            # keeps asyncio's own callback on this task (streams.py) from raising.
             pass
         except Exception as exc:  # noqa: BLE001  # a connection's trouble stays with it
             self.log.warning("control.connection_failed", error=type(exc).__name__)
@@ -327,7 +329,7 @@ class _Doors:
             return
         if not self._allowed(caller):
             self.log.warning("control.refused", cmd=request.cmd, by=caller.by())
-            who = caller.user or f"uid {caller.uid}"
+            who = f"uid {caller.uid}" + (f" ({caller.user})" if caller.user else "")
             await reply.final(protocol.error("forbidden", f"{who} may not steer this crond"))
             return
         self.log.debug("control.request", cmd=request.cmd, by=caller.by())
