@@ -68,7 +68,7 @@ CODES = (
 )
 STREAMS = ("stdout", "stderr")
 MAX_LINE = 64 * 1024  # bytes of a request line, its newline included
-_MAX_NOTE = 1024  # characters of a pause's note
+MAX_NOTE = 1024  # characters of a pause's note
 _MAX_NAME = 1024  # characters of a job's name or a run id as a kill's target
 
 
@@ -161,8 +161,8 @@ def _pause(args: dict[str, Any]) -> dict[str, Any]:
     until, note = args.get("until"), args.get("note")
     if until is not None and not (isinstance(until, str) and _is_instant(until)):
         raise ControlError("bad_request", 'pause: "until" is not an ISO-8601 instant with offset')
-    if note is not None and not (isinstance(note, str) and len(note) <= _MAX_NOTE):
-        raise ControlError("bad_request", f'pause: "note" is not a text of at most {_MAX_NOTE}')
+    if note is not None and not (isinstance(note, str) and len(note) <= MAX_NOTE):
+        raise ControlError("bad_request", f'pause: "note" is not a text of at most {MAX_NOTE}')
     return {**_selection(args, "pause"), "until": until, "note": note}
 
 
