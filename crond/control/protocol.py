@@ -1,0 +1,201 @@
+"""The control socket's protocol: what `crond ps`, `trigger`, `kill`, `pause` and
+`resume` say to the running daemon, and what it answers. Shared by the server
+(crond/control/server.py, in the daemon) and the client (crond/control/client.py, in
+the commands), so both read and write it the same way.
+
+Version 1. One connection carries one request. Everything is JSON, one object a line
+(UTF-8, ending in `\\n`; JSON escapes every newline inside a string, so a line is one
+object whatever a job prints).
+
+The request, one line of at most `MAX_LINE` bytes:
+
+    {"v": 1, "cmd": "ps" | "trigger" | "kill" | "pause" | "resume", "args": {...}}
+
+| cmd | args |
+|---|---|
+| `ps` | `{}` |
+| `trigger` | `{"job": NAME, "wait": bool}` |
+| `kill` | `{"target": NAME or RUN_ID}` |
+| `pause` | `{"jobs": [NAME, ...]}` or `{"all": true}`; `"until"`: ISO or null; |
+| | `"note"`: text or null |
+| `resume` | `{"jobs": [NAME, ...]}` or `{"all": true}` |
+
+The replies: zero or more stream lines, then one final line, then the server closes.
+
+    {"stream": "stdout" | "stderr", "line": "..."}      (trigger with "wait" only)
+    {"ok": true, "result": {...}}
+    {"ok": false, "error": "one sentence", "code": CODE}
+
+`code` is one of `CODES`: `bad_request` (not a request of this version: bad JSON, a
+missing or mistyped field, a line over `MAX_LINE`), `unknown_command`, `version` (the
+reply also has `"versions": [1]`, those the daemon speaks), `forbidden` (the caller may
+not steer this daemon), `refused` (the daemon will not: the reason), `not_found` (no
+such job or run; the error has the did-you-mean), `internal` (the daemon failed to
+answer; it logged why).
+
+The results (what the commands print; a field not listed is ignored, so the daemon may
+add some):
+
+- `ps`: `{"runs": [{"job", "run_id", "attempt", "pid", "slot", "started", "elapsed"}]}`,
+  the instants ISO-8601 UTC, `elapsed` in seconds, `pid` null before the spawn;
+- `trigger`: `{"run_id"}`; with `wait`, also `"outcome"` and `"exit_code"` (minus the
+  signal, or null) once the run has ended;
+- `kill`: `{"stopped": [{"job", "run_id", "pid"}]}` (empty: nothing was running);
+- `pause`: `{"jobs": [NAME, ...], "until": ISO or null (until resumed), "stored": bool}`;
+  `stored` false: the daemon has no state store, the pause lasts until it stops;
+- `resume`: `{"resumed": [{"job": NAME, "skipped": N}]}`, N the slots skipped while
+  paused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+VERSION = 1
+VERSIONS = (1,)
+COMMANDS = ("ps", "trigger", "kill", "pause", "resume")
+CODES = (
+    "bad_request",
+    "unknown_command",
+    "version",
+    "forbidden",
+    "refused",
+    "not_found",
+    "internal",
+)
+STREAMS = ("stdout", "stderr")
+MAX_LINE = 64 * 1024  # bytes of a request line, its newline included
+MAX_NOTE = 1024  # characters of a pause's note
+_MAX_NAME = 1024  # characters of a job's name or a run id as a kill's target
+
+
+class ControlError(Exception):
+    """A request the daemon answers with `{"ok": false}`: `code` (one of `CODES`) and
+    `message`, one sentence for the person at the command line."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Request:
+    cmd: str
+    args: dict[str, Any]
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One line of the protocol. Raises TypeError/ValueError for what JSON cannot say."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def request_line(cmd: str, args: dict[str, Any]) -> bytes:
+    return encode({"v": VERSION, "cmd": cmd, "args": args})
+
+
+def ok(result: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": True, "result": result}
+
+
+def error(code: str, message: str) -> dict[str, Any]:
+    reply: dict[str, Any] = {"ok": False, "error": message, "code": code}
+    if code == "version":
+        reply["versions"] = list(VERSIONS)
+    return reply
+
+
+def stream(name: str, line: str) -> dict[str, Any]:
+    return {"stream": name, "line": line}
+
+
+def parse_request(line: bytes) -> Request:
+    """The request in `line` (without or with its newline), its args checked for the
+    command. Raises ControlError (bad_request, version, unknown_command)."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        raise ControlError("bad_request", "the request is not one line of JSON") from None
+    if not isinstance(data, dict):
+        raise ControlError("bad_request", "the request is not a JSON object")
+    version = data.get("v")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ControlError("bad_request", 'the request has no version ("v": 1)')
+    if version not in VERSIONS:
+        speaks = ", ".join(map(str, VERSIONS))
+        raise ControlError(
+            "version", f"this crond speaks version {speaks} of the protocol, not {version}"
+        )
+    cmd, args = data.get("cmd"), data.get("args", {})
+    if not isinstance(cmd, str):
+        raise ControlError("bad_request", 'the request has no "cmd"')
+    if cmd not in COMMANDS:
+        shown = cmd[:40] + ("…" if len(cmd) > 40 else "")
+        raise ControlError(
+            "unknown_command", f'no command "{shown}" (commands: {", ".join(COMMANDS)})'
+        )
+    if not isinstance(args, dict):
+        raise ControlError("bad_request", '"args" is not a JSON object')
+    return Request(cmd, _CHECKS[cmd](args))
+
+
+def _ps(_args: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+def _trigger(args: dict[str, Any]) -> dict[str, Any]:
+    wait = args.get("wait", False)
+    if not isinstance(wait, bool):
+        raise ControlError("bad_request", 'trigger: "wait" is not true or false')
+    return {"job": _name(args, "job", "trigger"), "wait": wait}
+
+
+def _kill(args: dict[str, Any]) -> dict[str, Any]:
+    return {"target": _name(args, "target", "kill")}
+
+
+def _pause(args: dict[str, Any]) -> dict[str, Any]:
+    until, note = args.get("until"), args.get("note")
+    if until is not None and not (isinstance(until, str) and _is_instant(until)):
+        raise ControlError("bad_request", 'pause: "until" is not an ISO-8601 instant with offset')
+    if note is not None and not (isinstance(note, str) and len(note) <= MAX_NOTE):
+        raise ControlError("bad_request", f'pause: "note" is not a text of at most {MAX_NOTE}')
+    return {**_selection(args, "pause"), "until": until, "note": note}
+
+
+def _resume(args: dict[str, Any]) -> dict[str, Any]:
+    return _selection(args, "resume")
+
+
+def _name(args: dict[str, Any], key: str, cmd: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not _is_name(value):
+        raise ControlError("bad_request", f'{cmd}: "{key}" is not a name')
+    return value
+
+
+def _is_name(value: object) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= _MAX_NAME
+
+
+def _selection(args: dict[str, Any], cmd: str) -> dict[str, Any]:
+    """Exactly one of `"jobs": [NAME, ...]` (not empty) and `"all": true`."""
+    jobs, every = args.get("jobs"), args.get("all", False)
+    if every is True and jobs is None:
+        return {"all": True}
+    if every is False and isinstance(jobs, list) and jobs and all(map(_is_name, jobs)):
+        return {"jobs": list(dict.fromkeys(jobs))}
+    raise ControlError("bad_request", f'{cmd}: give either "jobs" (a list of names) or "all": true')
+
+
+def _is_instant(text: str) -> bool:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).tzinfo is not None
+    except ValueError:
+        return False
+
+
+_CHECKS = {"ps": _ps, "trigger": _trigger, "kill": _kill, "pause": _pause, "resume": _resume}

@@ -1,0 +1,105 @@
+"""What `crond ps`, `trigger`, `kill`, `pause` and `resume` print from the daemon's
+results (crond/control/protocol.py has their shapes), and the exit status `trigger
+--wait` passes on. Pure functions, so the CLI only calls and prints."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_SIGNAL_BASE = 128  # a shell's convention: killed by signal N exits 128+N
+
+
+def format_ps(runs: Sequence[Mapping[str, Any]]) -> str:
+    header = ("JOB", "RUN_ID", "ATTEMPT", "PID", "SLOT", "STARTED", "ELAPSED")
+    lines = [
+        (
+            str(run.get("job", "?")),
+            str(run.get("run_id", "?")),
+            _text(run.get("attempt")),
+            _text(run.get("pid")),
+            _when(run.get("slot")),
+            _when(run.get("started")),
+            _seconds(run.get("elapsed")),
+        )
+        for run in runs
+    ]
+    rows = [header, *lines]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def format_stopped(stopped: Sequence[Mapping[str, Any]]) -> str:
+    return "\n".join(
+        f"stopped {s.get('job', '?')} run {s.get('run_id', '?')} (pid {_text(s.get('pid'))})"
+        for s in stopped
+    )
+
+
+def format_paused(result: Mapping[str, Any]) -> str:
+    jobs = ", ".join(map(str, result.get("jobs") or [])) or "no job"
+    until = result.get("until")
+    said = f"paused {jobs} until {_when(until)}" if until else f"paused {jobs} until resumed"
+    if result.get("stored") is False:
+        said += "; the daemon has no state store: the pause lasts until it stops"
+    return said
+
+
+def format_resumed(resumed: Sequence[Mapping[str, Any]]) -> str:
+    lines = []
+    for entry in resumed:
+        skipped = entry.get("skipped") or 0
+        slots = f"{skipped} slot{'s' if skipped != 1 else ''}"
+        lines.append(f"resumed {entry.get('job', '?')} ({slots} skipped while paused)")
+    return "\n".join(lines) or "nothing was paused"
+
+
+def format_ended(job: str, result: Mapping[str, Any]) -> str:
+    """The last line of `trigger --wait`, on stderr: how the run ended."""
+    code = result.get("exit_code")
+    how = f"exit {code}" if isinstance(code, int) and code >= 0 else None
+    if isinstance(code, int) and code < 0:
+        how = f"signal {-code}"
+    outcome = result.get("outcome", "ended")
+    tail = f" ({how})" if how else ""
+    return f"crond: {job} run {result.get('run_id', '?')}: {outcome}{tail}"
+
+
+def exit_status(result: Mapping[str, Any]) -> int:
+    """The run's exit status as a shell gives it: its code; 128+N for signal N; 1 for a
+    run that did not succeed and has no code (killed or timed out before one)."""
+    code = result.get("exit_code")
+    success = result.get("outcome") == "success"
+    if not isinstance(code, int) or isinstance(code, bool):
+        return 0 if success else 1
+    if code < 0:
+        return min(_SIGNAL_BASE - code, 255)
+    if code == 0 and not success:
+        return 1
+    return min(code, 255)
+
+
+def _text(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _when(value: object) -> str:
+    """To the second: a table is for reading (--json has the rest)."""
+    if not isinstance(value, str) or len(value) < 19:
+        return _text(value)
+    return value[:19] + "Z"
+
+
+def _seconds(value: object) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return _text(value)
+    if value < 1:
+        return f"{value * 1000:.0f}ms"
+    if value < 60:
+        return f"{value:.1f}s"
+    minutes, seconds = divmod(int(value), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{seconds:02d}s" if hours else f"{minutes}m{seconds:02d}s"

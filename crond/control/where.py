@@ -1,0 +1,69 @@
+"""Where the control socket is: for the daemon (to listen) and for the commands that
+steer it (`crond ps`, `trigger`, `kill`, `pause`, `resume`), which must find the same
+place from the same file and flags. Cheap to import: the commands use it before (and
+mostly instead of) loading the file.
+
+`daemon.control_socket` names it; unset, it is `crond.sock` in the state store's
+directory as crond/store/locate.py resolves it (`--state-dir`, `daemon.state_dir`, the
+default place), and in the default place when the store is off; `none` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from crond.store import locate
+
+SOCKET_NAME = "crond.sock"
+_KEYS = frozenset({"control_socket", "state_dir"})
+
+
+def resolve(
+    configured: str | None, state_dir_flag: str | None, state_dir: str | None
+) -> Path | None:
+    """The socket's path: `configured` (daemon.control_socket) when set, else in the
+    state directory (`state_dir_flag`, else `state_dir`, else the default place); None
+    when `configured` is `none`."""
+    if configured is not None:
+        return None if configured.strip().lower() == "none" else Path(configured).expanduser()
+    directory = locate.resolve_dir(state_dir_flag, state_dir) or locate.default_dir()
+    return directory / SOCKET_NAME
+
+
+def fallback(path: Path, configured: str | None, flag: str | None, state_dir: str | None) -> Path:
+    """For a user other than root with nothing chosen and no socket where `resolve` says,
+    the system daemon's (as `crond status` reads its store: a monitoring user in the
+    daemon's group need not say so)."""
+    chosen = configured is not None or flag is not None or state_dir is not None
+    if chosen or os.geteuid() == 0 or path.exists():
+        return path
+    system = locate.SYSTEM_DIR / SOCKET_NAME
+    return system if system.exists() else path
+
+
+def hint(raw: bytes) -> tuple[str | None, str | None] | None:
+    """`(daemon.control_socket, daemon.state_dir)` from the file's top-level `daemon:`
+    block alone, without loading the file; None when that block has a problem (then the
+    file is loaded). Read by the project's bounded YAML reader."""
+    lines = raw.decode("utf-8", errors="replace").splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith(("daemon:", "daemon :")):
+            continue
+        block = [line]
+        for more in lines[i + 1 :]:
+            if more and not more[0].isspace() and not more.startswith("#"):
+                break
+            block.append(more)
+        from crond.config import yamlsource  # noqa: PLC0415  (~20 ms: only when there is one)
+
+        source = yamlsource.parse("\n".join(block), keep=_KEYS)
+        daemon = source.data.get("daemon") if isinstance(source.data, dict) else None
+        if source.problems or not isinstance(daemon, dict | None):
+            return None
+        found = daemon or {}
+        values = found.get("control_socket"), found.get("state_dir")
+        if not all(v is None or isinstance(v, str) for v in values):
+            return None
+        return values[0], values[1]
+    return None, None
