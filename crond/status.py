@@ -385,11 +385,9 @@ def _pause_fields(pause: PauseRow | None, now: datetime) -> str:
     if pause is None:
         return '"paused":null,"pause_expired":null'
     shown = json.dumps(pause_json(pause), separators=(",", ":"))
-    return (
-        f'"paused":null,"pause_expired":{shown}'
-        if expired(pause, now)
-        else (f'"paused":{shown},"pause_expired":null')
-    )
+    if expired(pause, now):
+        return f'"paused":null,"pause_expired":{shown}'
+    return f'"paused":{shown},"pause_expired":null'
 
 
 def _status_line(row: StatusRow, alive: bool, pause: PauseRow | None, now: datetime) -> str:
