@@ -379,11 +379,12 @@ def format_status_json(
     return "\n".join([_status_line(row, alive, pauses.get(row.job), when) for row in rows])
 
 
-def _pause_fields(pause: PauseRow | None, now: datetime) -> str:
+_NOT_PAUSED = '"paused":null,"pause_expired":null'
+
+
+def _pause_fields(pause: PauseRow, now: datetime) -> str:
     """`"paused":...,"pause_expired":...`, ASCII-escaped: a note is anybody's text, and a
     line must stay one line (U+2028 among them)."""
-    if pause is None:
-        return '"paused":null,"pause_expired":null'
     shown = json.dumps(pause_json(pause), separators=(",", ":"))
     if expired(pause, now):
         return f'"paused":null,"pause_expired":{shown}'
@@ -424,5 +425,6 @@ def _status_line(row: StatusRow, alive: bool, pause: PauseRow | None, now: datet
     return (
         f'{{"job":{esc(job)},"enabled":{"true" if enabled else "false"},'
         f'"schedule":{esc(schedule)},"last_run":{last},"last_success":{success},'
-        f'"next_fire":{fire},"running":{running},{_pause_fields(pause, now)}}}'
+        f'"next_fire":{fire},"running":{running},'
+        f"{_NOT_PAUSED if pause is None else _pause_fields(pause, now)}}}"
     )
