@@ -14,16 +14,19 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from json.encoder import encode_basestring
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from crond import ownership
 from crond.clock import iso_utc
+from crond.config.wording import escape
 from crond.store import locate
 from crond.store.base import (
     AttemptRow,
+    PauseRow,
     Reader,
     StateError,
     StatusRow,
@@ -35,10 +38,28 @@ from crond.store.base import (
 if TYPE_CHECKING:
     from crond.config.loaded import LoadedJob  # not at run time: pydantic is slow to import
 
-__all__ = ["alive_of", "daemon_alive", "for_file", "format_history", "format_history_json", "quick"]
+__all__ = [
+    "alive_of",
+    "daemon_alive",
+    "expired",
+    "for_file",
+    "format_history",
+    "format_history_json",
+    "format_status",
+    "format_status_json",
+    "pause_json",
+    "pause_text",
+    "quick",
+]
 
 # A due slot is handled, and its next fire written, within milliseconds of the slot.
 _STALE_S = 5.0
+# A pause's note as a line shows it: the daemon keeps no longer ones (docs/control.md); a
+# store written some other way costs no more.
+_NOTE_SHOWN = 500
+# Who paused a job, as the store keeps it: `{"uid", "user", "pid"}` is far shorter.
+_BY_MAX = 1024
+_NO_PAUSES: Mapping[str, PauseRow] = MappingProxyType({})
 
 
 def daemon_alive(info: Mapping[str, Any] | None, boot: str | None) -> bool:
@@ -89,7 +110,8 @@ def quick(
             return None
         if not alive_of(reader) or reader.view_is_behind(now.timestamp() - _STALE_S):
             return None  # the daemon is gone, or behind (stopped, stalled)
-        return _render(reader.status_rows(), alive=True, as_json=as_json)
+        rows, pauses = reader.status_rows(), reader.pauses()
+        return _render(rows, pauses, now, alive=True, as_json=as_json)
     except StateError:
         return None
     finally:
@@ -107,8 +129,9 @@ def for_file(
     """Status of the file's jobs, next fires computed from `now`, history from `reader`
     (or none). Raises StateError."""
     summaries = reader.summaries() if reader is not None else {}
+    pauses = reader.pauses() if reader is not None else _NO_PAUSES
     rows = [status_row(view, summaries.get(view.job)) for view in _view_rows(jobs, now)]
-    return _render(rows, alive=alive, as_json=as_json)
+    return _render(rows, pauses, now, alive=alive, as_json=as_json)
 
 
 def _view_rows(jobs: Mapping[str, LoadedJob], now: datetime) -> Iterable[ViewRow]:
@@ -117,8 +140,17 @@ def _view_rows(jobs: Mapping[str, LoadedJob], now: datetime) -> Iterable[ViewRow
         yield view_row(name, job.settings.enabled, job.schedule_text, fire)
 
 
-def _render(rows: Sequence[StatusRow], *, alive: bool, as_json: bool) -> str:
-    return format_status_json(rows, alive=alive) if as_json else format_status(rows, alive=alive)
+def _render(
+    rows: Sequence[StatusRow],
+    pauses: Mapping[str, PauseRow],
+    now: datetime,
+    *,
+    alive: bool,
+    as_json: bool,
+) -> str:
+    if as_json:
+        return format_status_json(rows, alive=alive, pauses=pauses, now=now)
+    return format_status(rows, alive=alive, pauses=pauses, now=now)
 
 
 def open_reader_for(path: Path, flag: str | None) -> Reader:
@@ -186,9 +218,23 @@ def _table(header: Sequence[str], lines: Iterable[Sequence[str]]) -> str:
     return "\n".join(row_format.format(*row).rstrip() for row in rows)
 
 
-def format_status(rows: Sequence[StatusRow], *, alive: bool) -> str:
-    header = ("JOB", "SCHEDULE", "LAST RUN", "OUTCOME", "DURATION", "LAST SUCCESS", "NEXT FIRE")
-    lines = []
+def format_status(
+    rows: Sequence[StatusRow],
+    *,
+    alive: bool,
+    pauses: Mapping[str, PauseRow] = _NO_PAUSES,
+    now: datetime | None = None,
+) -> str:
+    """The table. A PAUSE column is there when a job shown has a pause kept (or one that
+    ran out and is not cleared yet): a line a job, greppable, whatever the note says."""
+    header: tuple[str, ...] = (
+        "JOB", "SCHEDULE", "LAST RUN", "OUTCOME", "DURATION", "LAST SUCCESS", "NEXT FIRE"
+    )  # fmt: skip
+    when = now or datetime.now(UTC)
+    paused = [pauses.get(row.job) for row in rows] if pauses else []
+    if any(paused):
+        header += ("PAUSE",)
+    lines: list[tuple[str, ...]] = []
     for row in rows:
         # An open attempt is running, or was left open by a daemon that is gone.
         outcome = ("running" if alive else "lost?") if row.open else row.outcome or "-"
@@ -211,7 +257,77 @@ def format_status(rows: Sequence[StatusRow], *, alive: bool) -> str:
                 nxt,
             )
         )
+    if any(paused):
+        lines = [
+            (*line, "-" if pause is None else pause_text(pause, when))
+            for line, pause in zip(lines, paused, strict=True)
+        ]
     return _table(header, lines)
+
+
+def expired(pause: PauseRow, now: datetime) -> bool:
+    """The pause ran out (the daemon clears it then; one that is not running cannot)."""
+    return pause.until is not None and pause.until <= now
+
+
+def pause_text(pause: PauseRow, now: datetime) -> str:
+    """A pause as the table shows it, escaped (a note is anybody's text):
+    `paused until 2026-12-02 18:00 UTC by alice ("db migration")`, `paused (until
+    resumed) by alice`, or `pause expired 2026-12-02 18:00 UTC ...` for one that ran out."""
+    if pause.until is None:
+        text = "paused (until resumed)"
+    else:
+        verb = "pause expired" if expired(pause, now) else "paused until"
+        text = f"{verb} {_minute(pause.until)}"
+    by = _by_of(pause.by)
+    if by is not None and by["user"] is not None:
+        text += f" by {escape(by['user'][:64])}"
+    elif by is not None and by["uid"] is not None:
+        text += f" by uid {by['uid']}"
+    if pause.note:
+        note = pause.note[:_NOTE_SHOWN] + ("..." if len(pause.note) > _NOTE_SHOWN else "")
+        text += f' ("{escape(note)}")'
+    return text
+
+
+def pause_json(pause: PauseRow) -> dict[str, Any]:
+    """A pause as --json shows it: `until` (null: until resumed), `note`, `by`
+    ({"uid", "user", "pid"}, or null when the store's text does not decode)."""
+    return {
+        "until": None if pause.until is None else iso_utc(pause.until),
+        "note": pause.note,
+        "by": _by_of(pause.by),
+    }
+
+
+def _minute(when: datetime) -> str:
+    """To the minute when that is exact (an `--until` as people write it), else the second."""
+    utc = when.astimezone(UTC)
+    exact = utc.second == 0 and utc.microsecond == 0
+    return utc.strftime("%Y-%m-%d %H:%M UTC" if exact else "%Y-%m-%d %H:%M:%S UTC")
+
+
+def _by_of(text: str) -> dict[str, Any] | None:
+    """Who paused, from the store's JSON text: uid, user and pid, each of its own type or
+    None; None when it is not such an object (bounded: it is read, not trusted)."""
+    if len(text) > _BY_MAX:
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    uid, user, pid = value.get("uid"), value.get("user"), value.get("pid")
+    return {
+        "uid": uid if _is_int(uid) else None,
+        "user": user if isinstance(user, str) else None,
+        "pid": pid if _is_int(pid) else None,
+    }
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def format_history(attempts: Sequence[AttemptRow]) -> str:
@@ -247,15 +363,35 @@ def _attempt_dict(a: AttemptRow) -> dict[str, Any]:
     }
 
 
-def format_status_json(rows: Sequence[StatusRow], *, alive: bool) -> str:
+def format_status_json(
+    rows: Sequence[StatusRow],
+    *,
+    alive: bool,
+    pauses: Mapping[str, PauseRow] = _NO_PAUSES,
+    now: datetime | None = None,
+) -> str:
     """One compact JSON object a job, a line each (docs/state.md shows one). Written by
     hand, not by json.dumps: 10,000 lines in a third of the time. `alive`: whether the
     daemon that wrote the store runs; if not, nothing is running (an open attempt is a
-    lost one)."""
-    return "\n".join([_status_line(row, alive) for row in rows])
+    lost one). `paused`: the job's pause, or null; `pause_expired`: one that ran out and
+    is not cleared yet (the daemon is not running), or null."""
+    when = now or datetime.now(UTC)
+    return "\n".join([_status_line(row, alive, pauses.get(row.job), when) for row in rows])
 
 
-def _status_line(row: StatusRow, alive: bool) -> str:
+_NOT_PAUSED = '"paused":null,"pause_expired":null'
+
+
+def _pause_fields(pause: PauseRow, now: datetime) -> str:
+    """`"paused":...,"pause_expired":...`, ASCII-escaped: a note is anybody's text, and a
+    line must stay one line (U+2028 among them)."""
+    shown = json.dumps(pause_json(pause), separators=(",", ":"))
+    if expired(pause, now):
+        return f'"paused":null,"pause_expired":{shown}'
+    return f'"paused":{shown},"pause_expired":null'
+
+
+def _status_line(row: StatusRow, alive: bool, pause: PauseRow | None, now: datetime) -> str:
     """A job's line. Each value is a JSON string (`esc`: not ASCII-escaped, text printed
     as written), a number (an int's or a float's repr, as json.dumps writes them) or
     null, tested inline: a helper call a value was a third of the time."""
@@ -289,5 +425,6 @@ def _status_line(row: StatusRow, alive: bool) -> str:
     return (
         f'{{"job":{esc(job)},"enabled":{"true" if enabled else "false"},'
         f'"schedule":{esc(schedule)},"last_run":{last},"last_success":{success},'
-        f'"next_fire":{fire},"running":{running}}}'
+        f'"next_fire":{fire},"running":{running},'
+        f"{_NOT_PAUSED if pause is None else _pause_fields(pause, now)}}}"
     )

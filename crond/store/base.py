@@ -3,9 +3,10 @@ that cross it.
 
 `Reader` is what `crond status` and `crond history` read; `Store` adds what the daemon
 writes: a run's start (committed before its spawn, with the job's cursor), its finish,
-cursors that move without a run, the runs a dead daemon left open (`close_lost`), and its
-view of the jobs for status. Only plain values cross: names, instants, numbers, text — no
-runner or config objects — so an implementation knows nothing of the rest of crond.
+cursors that move without a run, the runs a dead daemon left open (`close_lost`), its
+view of the jobs for status, and the pauses operators set (`crond pause`). Only plain
+values cross: names, instants, numbers, text — no runner or config objects — so an
+implementation knows nothing of the rest of crond.
 
 `crond.store.sqlite` is the one implementation (one SQLite file in the state directory);
 `crond.store.locate` chooses and opens it. Another (PostgreSQL, say) would implement these
@@ -103,6 +104,18 @@ class OutboxRow(NamedTuple):
     created: float  # epoch seconds
 
 
+class PauseRow(NamedTuple):
+    """A job paused by an operator (`crond pause`): kept until resumed or until `until`
+    passes (the daemon clears it then), across reloads and restarts. The store keeps it
+    as given: bounding the note (500 characters) is the daemon's, escaping it status's."""
+
+    job: str
+    since: datetime
+    until: datetime | None  # None: until resumed
+    note: str | None
+    by: str  # JSON text: {"uid", "user", "pid"} of who paused it (the socket's peer)
+
+
 class NextFire(Protocol):
     """A job's next fire, as `when.timing.Fire` has it (not imported: plain values only)."""
 
@@ -198,6 +211,10 @@ class Reader(Protocol):
         daemon that keeps the view is stalled or stopped."""
         ...
 
+    def pauses(self) -> dict[str, PauseRow]:
+        """Every pause kept, by job (expired ones too, until the daemon clears them)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -269,6 +286,14 @@ class Store(Reader, Protocol):
 
     def outbox_done(self, ids: Sequence[int]) -> None:
         """Forget notifications delivered or given up, in one commit."""
+        ...
+
+    def set_pause(self, row: PauseRow) -> None:
+        """Keep a job's pause, replacing the one it had, in one commit."""
+        ...
+
+    def clear_pause(self, job: str) -> None:
+        """Forget a job's pause (none is no error), in one commit."""
         ...
 
     def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:

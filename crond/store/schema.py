@@ -94,6 +94,18 @@ CREATE TABLE IF NOT EXISTS outbox (
     body TEXT NOT NULL,
     created REAL NOT NULL
 );
+-- Jobs paused by an operator (`crond pause`), one row a job, so a pause outlives a
+-- reload, a restart and a crash; the daemon deletes a row when the job is resumed or its
+-- `until` passes. `who` is JSON text {"uid", "user", "pid"}: the peer of the control
+-- socket that paused it. Also a new table without a new schema version: an older store
+-- gains it when the daemon opens it, and a reader of a store without it sees no pauses.
+CREATE TABLE IF NOT EXISTS pauses (
+    job TEXT PRIMARY KEY,
+    since REAL NOT NULL,
+    until REAL,
+    note TEXT,
+    who TEXT NOT NULL
+);
 """
 
 # Schemas 1 and 2 -> 3, in one transaction. The view is derived data, rebuilt at every

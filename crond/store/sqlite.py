@@ -23,7 +23,7 @@ from typing import Any
 
 from crond.clock import iso_utc
 from crond.store import files, schema
-from crond.store.base import AttemptRow, OutboxRow, StateError, ViewRow
+from crond.store.base import AttemptRow, OutboxRow, PauseRow, StateError, ViewRow
 from crond.store.files import DB_NAME, LOCK_NAME
 from crond.store.sqlite_read import (
     ATTEMPTS,
@@ -227,6 +227,21 @@ class Store(Reads):
     def outbox_done(self, ids: Sequence[int]) -> None:
         with self._transaction() as db:
             db.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in ids])
+
+    # --- pauses (crond pause, resume) -----------------------------------------------
+
+    def set_pause(self, row: PauseRow) -> None:
+        until = None if row.until is None else row.until.timestamp()
+        with self._transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO pauses (job, since, until, note, who) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (row.job, row.since.timestamp(), until, row.note, row.by),
+            )
+
+    def clear_pause(self, job: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM pauses WHERE job = ?", (job,))
 
     # --- the view -------------------------------------------------------------------
 

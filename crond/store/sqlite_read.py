@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from crond.store import schema
-from crond.store.base import AttemptRow, StateError, StatusRow, Summary
+from crond.store.base import AttemptRow, PauseRow, StateError, StatusRow, Summary
 from crond.store.files import DB_NAME, check_directory
 
 T = TypeVar("T")
@@ -35,6 +35,7 @@ SELECT v.job, v.enabled, v.schedule, v.next_text, v.next_local, v.next_note,
     s.success_run_id, s.success_started, s.success_finished, s.success_duration_s
 FROM view v LEFT JOIN summary s ON s.job = v.job ORDER BY v.pos
 """
+PAUSES = "SELECT job, since, until, note, who FROM pauses"
 
 
 def failure(path: Path, exc: sqlite3.Error) -> StateError:
@@ -54,6 +55,12 @@ def decoded(path: Path, build: Callable[[], T]) -> T:
         return build()
     except (TypeError, ValueError, OverflowError, IndexError) as exc:
         raise StateError(f"{path}: unexpected data in the store ({exc})") from None
+
+
+def pause_of(row: Sequence[Any]) -> PauseRow:
+    """A `pauses` row (as `PAUSES` selects it) as a value."""
+    until = None if row[2] is None else datetime.fromtimestamp(row[2], UTC)
+    return PauseRow(str(row[0]), datetime.fromtimestamp(row[1], UTC), until, row[3], str(row[4]))
 
 
 def attempt_of(row: Sequence[Any]) -> AttemptRow:
@@ -121,6 +128,19 @@ class Reads:
 
     def view_is_behind(self, oldest: float) -> bool:
         return bool(self._all("SELECT 1 FROM view WHERE next_at < ? LIMIT 1", (oldest,)))
+
+    def pauses(self) -> dict[str, PauseRow]:
+        try:
+            rows = self._db.execute(PAUSES).fetchall()
+        except sqlite3.OperationalError as exc:
+            # A store no daemon of this version has opened yet (a reader never creates
+            # tables): it has no pauses to show.
+            if "no such table" in str(exc):
+                return {}
+            raise failure(self.path, exc) from None
+        except sqlite3.Error as exc:
+            raise failure(self.path, exc) from None
+        return decoded(self.path, lambda: {r[0]: pause_of(r) for r in rows})
 
 
 class Reader(Reads):
