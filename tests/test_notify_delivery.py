@@ -110,6 +110,24 @@ def test_retried_until_the_server_comes_up() -> None:
     go(main)
 
 
+def test_a_later_notification_waits_behind_one_that_waits_for_its_retry() -> None:
+    # A receiver that was down hears `failed` before the `recovered` that ends it.
+    async def main() -> None:
+        events = Events()
+        with NotifyServer(up=False) as server:
+            hook = notifier("hook", "webhook", f"{server.url}/hook")
+            slow = {**QUICK, "first_retry": 0.5}
+            async with delivering({"hook": hook}, events=events, **slow) as delivery:
+                delivery.put(item(n=1))
+                await asyncio.sleep(0.2)  # tried and refused: it waits for its retry
+                server.up()
+                delivery.put(item(n=2))  # could go now, but r1 is older
+                await events.wait("notify.sent", count=2)
+            assert [r.json()["run_id"] for r in server.requests("/hook")] == ["r1", "r2"]
+
+    go(main)
+
+
 def test_5xx_408_429_are_retried_a_4xx_or_redirect_is_not() -> None:
     async def main() -> None:
         events = Events()

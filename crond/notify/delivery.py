@@ -71,10 +71,13 @@ class _Lane:
         return len(self.waiting) + len(self.retrying)
 
     def next_entry(self, now: float) -> _Entry | None:
-        """A due retry (the oldest made first), else the next new item."""
-        due = [entry for entry in self.retrying if entry.due <= now]
-        if due:
-            entry = min(due, key=lambda e: e.seq)
+        """The oldest made entry, if it may start: a retry once it is due; a new item
+        only while no older one waits for its retry, so a receiver that was down is not
+        told `recovered` before the `failed` it ends."""
+        if self.retrying:
+            entry = min(self.retrying, key=lambda e: e.seq)
+            if entry.due > now:
+                return None
             self.retrying.remove(entry)
             return entry
         return self.waiting.popleft() if self.waiting else None
