@@ -719,6 +719,8 @@ async def test_a_burst_beyond_the_daemons_max_running_waits_first_come_first_ser
             ("j2", T0 + timedelta(hours=1), T0 + timedelta(hours=1, seconds=20))
         ]
         # j3 waits on; its grace runs out at 13:01, and the loop wakes for it by itself
+        # (just after: at 13:01 itself it may still start, R9)
+        assert h.clock.next_wake() == T0 + timedelta(hours=1, minutes=1, microseconds=1)
         await h.run_until(T0 + timedelta(hours=1, minutes=5))
         (missed,) = h.events.named("job.missed")
         assert missed == {
