@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from crond.config import loader
 from crond.when.plan import Decision, Missed, make_entry, plan_entry
+from crond.when.preview import PreviewRow, format_table, limit_notes
 from crond.when.timing import Fire
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)  # a whole hour: the epoch-anchored slots fall on it
@@ -121,3 +122,31 @@ def test_the_model_sees_each_kind_of_decision() -> None:
     assert model(allow2, 0, 60, 1, False).start == at(60)
     assert model(allow2, 0, 125, 0, True).paused == 2
     assert model(Job(60, 5, 600, "skip", None), 0, 130, 0, False).caught_up == 1
+
+
+# --- `crond next`: what max_running may do to the fires it lists ----------------------
+
+
+def test_crond_next_says_a_fire_may_be_skipped_or_queued() -> None:
+    cfg = loader.loads(
+        "daemon: {max_running: 4}\n"
+        "jobs:\n  poll: {every: 1m, overlap: allow, max_running: 3, command: x}\n"
+        "  plain: {every: 1m, command: x}\n"
+    )
+    limits = {name: job.settings.max_running for name, job in cfg.jobs.items()}
+    notes = limit_notes(limits, cfg.config.daemon.max_running)
+    assert notes == [
+        "max_running: a fire of poll (3) is skipped while that many of the job's runs are "
+        "going (job.skipped, reason max_running)",
+        "daemon.max_running: 4 runs at most at once; a fire beyond it waits (job.queued) and "
+        "starts when a run ends, or is missed (reason queue) if its grace runs out first",
+    ]
+    row = PreviewRow("poll", _fire(60))
+    assert format_table([row], notes).endswith("\n\n" + "\n".join(notes))
+    assert format_table([row]) == format_table([row], limit_notes({"plain": None}, None))
+
+
+def test_crond_next_names_ten_limited_jobs_and_counts_the_rest() -> None:
+    (note,) = limit_notes({f"j{i}": 2 for i in range(12)}, None)
+    assert "j9 (2) and 2 more is skipped" in note
+    assert "j10" not in note
