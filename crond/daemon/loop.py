@@ -185,7 +185,8 @@ class Loop:
         # earliest end among them: the loop wakes then.
         self._pauses: dict[str, _Pause] = {}
         self._pause_ends: datetime | None = None
-        # Told when a pause ran out by itself: the job, the slots it passed over.
+        # Told when a pause ran out by itself: the job, the slots it passed over. Called
+        # from the loop's turn, as the watcher is: must be quick and never raise.
         self.on_resumed: Callable[[str, int], None] | None = None
         # Runs waiting for the daemon's max_running, in the order they fell due; how many
         # of each job (they count as going, for the job's overlap and max_running); and
