@@ -199,6 +199,38 @@ BAD = [
         "s.yaml:2:3: jobs.a: something to run is missing: give command or python",
     ),
     (
+        "max_running_without_overlap_allow",
+        "jobs:\n  a:\n    every: 1h\n    command: x\n    max_running: 2\n",
+        "s.yaml:5:5: jobs.a.max_running: max_running applies to overlap: allow only "
+        "(this job has overlap: skip, which runs one at a time already)",
+    ),
+    (
+        "max_running_with_overlap_replace",
+        "jobs:\n  a:\n    every: 1h\n    overlap: replace\n    command: x\n    max_running: 2\n",
+        "s.yaml:6:5: jobs.a.max_running: max_running applies to overlap: allow only "
+        "(this job has overlap: replace",
+    ),
+    (
+        "max_running_zero",
+        "jobs:\n  a:\n    every: 1h\n    overlap: allow\n    max_running: 0\n    command: x\n",
+        "s.yaml:5:18: jobs.a.max_running: 0 is out of range (must be at least 1)",
+    ),
+    (
+        "max_running_a_boolean",
+        "jobs:\n  a:\n    every: 1h\n    overlap: allow\n    max_running: yes\n    command: x\n",
+        "s.yaml:5:18: jobs.a.max_running: true is not a whole number",
+    ),
+    (
+        "daemon_max_running_zero",
+        "daemon:\n  max_running: 0\njobs:\n  a: {every: 1h, command: x}\n",
+        "s.yaml:2:16: daemon.max_running: 0 is out of range (must be at least 1)",
+    ),
+    (
+        "daemon_max_running_text",
+        "daemon:\n  max_running: '4'\njobs:\n  a: {every: 1h, command: x}\n",
+        's.yaml:2:16: daemon.max_running: "4" is not a whole number',
+    ),
+    (
         "args_on_command",
         "jobs:\n  a:\n    every: 1h\n    command: x\n    args: [1]\n",
         "s.yaml:5:5: jobs.a.args: args applies to python jobs only",
@@ -836,3 +868,25 @@ def test_an_env_value_is_never_shown_wherever_the_mistake_is(text: str) -> None:
     found = problems(text)
     assert found
     assert all("hunter2" not in str(p) for p in found)
+
+
+def test_max_running_is_read_for_the_job_and_the_daemon() -> None:
+    cfg = loader.loads(
+        "daemon: {max_running: 8}\n"
+        "jobs:\n  a: {every: 1h, overlap: allow, max_running: 3, command: x}\n"
+        "  b: {every: 1h, command: x}\n"
+    )
+    assert cfg.config.daemon.max_running == 8
+    assert (cfg.jobs["a"].settings.max_running, cfg.jobs["b"].settings.max_running) == (3, None)
+
+
+def test_a_default_max_running_goes_to_the_overlap_allow_jobs_only() -> None:
+    cfg = loader.loads(
+        "defaults: {max_running: 2}\n"
+        "jobs:\n  a: {every: 1h, overlap: allow, command: x}\n"
+        "  s: {every: 1h, command: x}\n"
+        "  r: {every: 1h, overlap: replace, command: x}\n"
+        "  own: {every: 1h, overlap: allow, max_running: 5, command: x}\n"
+    )
+    limits = {name: job.settings.max_running for name, job in cfg.jobs.items()}
+    assert limits == {"a": 2, "s": None, "r": None, "own": 5}

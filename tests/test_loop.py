@@ -21,7 +21,7 @@ from structlog.typing import FilteringBoundLogger
 from crond.clock import FakeClock
 from crond.config import loader
 from crond.config.loaded import LoadedJob
-from crond.daemon.loop import Gate, Loop, RunHandle
+from crond.daemon.loop import Gate, Loop, Pending, RunHandle
 from crond.run import runner
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -512,3 +512,239 @@ async def test_no_run_outlives_the_loop_a_cancelled_loop_kills_and_reaps_its_run
     assert pid not in runner.owned_pids()
     assert loop.running == {}
     assert log.named("job.finished") == []  # cut short, not finished
+
+
+# --- steering: pause, resume, trigger, kill; max_running -------------------------------
+
+MINUTELY = "jobs:\n  m: {every: 1m, command: x}\n"
+
+
+async def test_a_paused_job_starts_nothing_and_resume_counts_its_slots() -> None:
+    async with harness(MINUTELY) as h:
+        await h.run_until(T0 + timedelta(minutes=1, seconds=30))
+        h.loop.pause("m", None)
+        assert h.loop.pauses() == {"m": None}
+        await h.run_until(T0 + timedelta(minutes=6, seconds=30))
+        assert h.starts() == [T0 + timedelta(minutes=1)]
+        assert h.events.named("job.missed") == h.events.named("job.skipped") == []
+        assert h.loop.resume("m") == 5  # minutes 2 to 6
+        assert h.loop.resume("m") is None  # not paused any more
+        assert h.loop.pauses() == {}
+        await h.run_until(T0 + timedelta(minutes=8, seconds=30))
+        assert h.starts()[1:] == [T0 + timedelta(minutes=7), T0 + timedelta(minutes=8)]
+
+
+async def test_a_pause_ends_by_itself_exactly_at_its_end_without_polling() -> None:
+    """A job that fires once a year and an hour's heartbeat: nothing else would wake the
+    loop, yet the pause's end does, at that instant."""
+    text = "jobs:\n  y: {cron: '0 0 1 1 *', command: x}\n"
+    async with harness(text, heartbeat=3600) as h:
+        resumed: list[tuple[str, int, datetime]] = []
+        h.loop.on_resumed = lambda name, n: resumed.append((name, n, h.clock.now()))
+        until = T0 + timedelta(seconds=7, milliseconds=250)
+        h.loop.pause("y", until)
+        await h.settle()
+        assert h.clock.next_wake() == until
+        await h.run_until(T0 + timedelta(minutes=30))
+        assert resumed == [("y", 0, until)]
+        assert h.loop.pauses() == {}
+
+
+async def test_pausing_again_replaces_the_end_and_keeps_the_count() -> None:
+    async with harness(MINUTELY) as h:
+        resumed: list[tuple[str, int, datetime]] = []
+        h.loop.on_resumed = lambda name, n: resumed.append((name, n, h.clock.now()))
+        h.loop.pause("m", T0 + timedelta(minutes=2, seconds=30))
+        await h.run_until(T0 + timedelta(minutes=2, seconds=10))
+        h.loop.pause("m", T0 + timedelta(minutes=4, seconds=30))
+        await h.run_until(T0 + timedelta(minutes=5, seconds=30))
+        assert resumed == [("m", 4, T0 + timedelta(minutes=4, seconds=30))]
+        assert h.starts() == [T0 + timedelta(minutes=5)]
+
+
+async def test_a_slot_at_the_pause_end_runs() -> None:
+    async with harness(MINUTELY) as h:
+        resumed: list[tuple[str, int]] = []
+        h.loop.on_resumed = lambda name, n: resumed.append((name, n))
+        h.loop.pause("m", T0 + timedelta(minutes=3))
+        await h.run_until(T0 + timedelta(minutes=3, seconds=30))
+        assert h.starts() == [T0 + timedelta(minutes=3)]
+        assert resumed == [("m", 2)]
+
+
+async def test_a_suspend_through_a_pause_end_counts_the_paused_slots_only() -> None:
+    """The loop sleeps through the end (a suspend): the slots before it are passed over,
+    those after it are R9's (the latest runs, the others are missed)."""
+    text = "jobs:\n  m: {every: 1m, grace: 5m, command: x}\n"
+    async with harness(text) as h:
+        resumed: list[tuple[str, int]] = []
+        h.loop.on_resumed = lambda name, n: resumed.append((name, n))
+        h.loop.pause("m", T0 + timedelta(minutes=2, seconds=30))
+        await h.settle()
+        h.clock.set(T0 + timedelta(minutes=5, seconds=10))
+        await h.settle()
+        assert resumed == [("m", 2)]  # minutes 1 and 2
+        assert h.starts() == [T0 + timedelta(minutes=5)]
+        (missed,) = h.events.named("job.missed")
+        assert (missed["count"], missed["first_slot"]) == (2, "2026-03-01T12:03:00Z")
+
+
+async def test_a_paused_catch_up_job_makes_nothing_up_after_the_resume() -> None:
+    text = "jobs:\n  c: {every: 1m, grace: 5s, catchup: latest, command: x}\n"
+    async with harness(text) as h:
+        h.loop.pause("c", None)
+        await h.run_until(T0 + timedelta(minutes=3, seconds=30))
+        assert h.loop.resume("c") == 3
+        await h.run_until(T0 + timedelta(minutes=3, seconds=50))
+        assert h.starts() == []
+        assert h.events.named("job.caught_up") == []
+        assert ("c", T0 + timedelta(minutes=3)) in h.saved  # the store hears the cursor moved
+        await h.run_until(T0 + timedelta(minutes=4, seconds=1))
+        assert h.starts() == [T0 + timedelta(minutes=4)]
+
+
+async def test_a_pause_outlives_a_reload_even_of_a_job_removed_and_added_again() -> None:
+    async with harness(MINUTELY) as h:
+        h.loop.pause("m", None)
+        h.loop.pause("gone", None)  # a job not in the file: kept, harmless
+        await h.run_until(T0 + timedelta(minutes=1, seconds=30))
+        h.loop.load(jobs("jobs:\n  other: {every: 1h, command: x}\n"))
+        await h.run_until(T0 + timedelta(minutes=2, seconds=30))
+        h.loop.load(jobs(MINUTELY))
+        await h.run_until(T0 + timedelta(minutes=4, seconds=30))
+        assert h.starts() == []
+        assert h.loop.pauses() == {"m": None, "gone": None}
+        assert h.loop.resume("m") == 3  # minutes 1, 3 and 4 (2 it was not in the file)
+
+
+async def test_trigger_starts_a_run_now_also_for_a_paused_or_disabled_job() -> None:
+    text = "jobs:\n  m: {every: 1h, command: x}\n  d: {every: 1m, enabled: false, command: x}\n"
+    async with harness(text) as h:
+        prepared: list[tuple[list[str], datetime]] = []
+        h.loop.prepare = lambda starts, at: prepared.append(([j.name for j, _ in starts], at))
+        await h.run_until(T0 + timedelta(seconds=12))
+        h.loop.pause("m", None)
+        run = h.loop.trigger("m")
+        assert isinstance(run, FakeRun)
+        assert (run.job, run.slot) == ("m", T0 + timedelta(seconds=12))
+        assert prepared == [(["m"], T0 + timedelta(seconds=12))]  # recorded as any start
+        disabled = h.loop.trigger("d")
+        assert isinstance(disabled, FakeRun)
+        assert disabled.slot == T0 + timedelta(seconds=12)
+        assert h.loop.trigger("nope") == 'there is no job "nope"'
+
+
+async def test_trigger_follows_the_jobs_overlap() -> None:
+    text = (
+        "jobs:\n  s: {every: 1h, command: x}\n  a: {every: 1h, overlap: allow, command: x}\n"
+        "  r: {every: 1h, overlap: replace, command: x}\n"
+    )
+    async with harness(text, finish_at_once=False) as h:
+        await h.settle()
+        first = h.loop.trigger("s")
+        assert isinstance(first, FakeRun)
+        assert h.loop.trigger("s") == "s has a run going and overlap: skip"
+        assert isinstance(h.loop.trigger("a"), FakeRun)
+        assert isinstance(h.loop.trigger("a"), FakeRun)
+        assert h.loop.running_count() == 3
+        old = h.loop.trigger("r")
+        assert isinstance(old, FakeRun)
+        h.clock.advance(timedelta(seconds=5))
+        pending = h.loop.trigger("r")
+        assert isinstance(pending, Pending)
+        assert old.stopped  # stopped first ...
+        new = await asyncio.wait_for(pending.started(), 5)
+        assert isinstance(new, FakeRun)  # ... then started, for now
+        assert (new.slot, pending.run_id) == (T0 + timedelta(seconds=5), new.run_id)
+        assert h.loop.running["r"] == [new]
+
+
+async def test_trigger_is_refused_while_the_daemon_stops() -> None:
+    async with harness(MINUTELY) as h:
+        await h.settle()
+        h.loop.stop()
+        assert h.loop.trigger("m") == "the daemon is stopping"
+
+
+async def test_kill_stops_a_jobs_runs_or_one_run_by_its_id() -> None:
+    text = "jobs:\n  a: {every: 1m, overlap: allow, command: x}\n  b: {every: 1h, command: x}\n"
+    async with harness(text, finish_at_once=False) as h:
+        await h.run_until(T0 + timedelta(minutes=2, seconds=1))
+        assert [r.job for r in h.runs] == ["a", "a"]
+        assert h.loop.kill("b") == []  # nothing running
+        one = h.loop.kill(h.runs[1].run_id)
+        assert one == [h.runs[1]]
+        assert [r.stopped for r in h.runs] == [False, True]
+        await h.settle()
+        assert h.loop.kill("a") == [h.runs[0]]
+        assert h.runs[0].stopped
+        await h.settle()
+        assert h.loop.running == {}
+
+
+async def test_a_jobs_max_running_skips_fires_beyond_it() -> None:
+    text = "jobs:\n  a: {every: 1m, overlap: allow, max_running: 2, command: x}\n"
+    async with harness(text, finish_at_once=False) as h:
+        await h.run_until(T0 + timedelta(minutes=4, seconds=1))
+        assert h.starts() == [T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)]
+        skipped = h.events.named("job.skipped")
+        assert [(s["slot"], s["reason"]) for s in skipped] == [
+            ("2026-03-01T12:03:00Z", "max_running"),
+            ("2026-03-01T12:04:00Z", "max_running"),
+        ]
+        assert h.loop.trigger("a") == "a has 2 runs going, its max_running"
+        h.runs[0].done.set()
+        await h.run_until(T0 + timedelta(minutes=5, seconds=1))
+        assert h.starts()[2:] == [T0 + timedelta(minutes=5)]
+
+
+async def test_a_burst_beyond_the_daemons_max_running_waits_first_come_first_served() -> None:
+    text = "jobs:\n" + "".join(f"  j{i}: {{every: 1h, grace: 1m, command: x}}\n" for i in range(4))
+    async with harness(text, finish_at_once=False, heartbeat=3600) as h:
+        h.loop.max_running = 2
+        await h.run_until(T0 + timedelta(hours=1))
+        assert [r.job for r in h.runs] == ["j0", "j1"]
+        queued = h.events.named("job.queued")
+        slot = "2026-03-01T13:00:00Z"
+        assert queued == [
+            {"job": "j2", "slot": slot, "running": 2},
+            {"job": "j3", "slot": slot, "running": 2},
+        ]
+        assert h.loop.trigger("j0") == "j0 has a run going and overlap: skip"
+        assert h.loop.trigger("j2") == "j2 has a run going and overlap: skip"  # queued
+        h.clock.advance(timedelta(seconds=20))
+        h.runs[1].done.set()  # a place frees: the first queued run takes it
+        await h.settle()
+        assert [(r.job, r.slot, r.launched_at) for r in h.runs[2:]] == [
+            ("j2", T0 + timedelta(hours=1), T0 + timedelta(hours=1, seconds=20))
+        ]
+        # j3 waits on; its grace runs out at 13:01, and the loop wakes for it by itself
+        # (just after: at 13:01 itself it may still start, R9)
+        assert h.clock.next_wake() == T0 + timedelta(hours=1, minutes=1, microseconds=1)
+        await h.run_until(T0 + timedelta(hours=1, minutes=5))
+        (missed,) = h.events.named("job.missed")
+        assert missed == {
+            "job": "j3",
+            "count": 1,
+            "first_slot": slot,
+            "last_slot": slot,
+            "reason": "queue",
+        }
+        assert len(h.runs) == 3
+
+
+async def test_triggered_runs_count_toward_the_daemons_max_running() -> None:
+    text = "jobs:\n  a: {every: 1m, command: x}\n  b: {every: 1h, command: x}\n"
+    async with harness(text, finish_at_once=False) as h:
+        h.loop.max_running = 1
+        await h.settle()
+        assert isinstance(h.loop.trigger("b"), FakeRun)
+        assert h.loop.trigger("a") == "the daemon has 1 runs going, its max_running (1)"
+        await h.run_until(T0 + timedelta(minutes=1))
+        assert [r.job for r in h.runs] == ["b"]
+        assert h.events.named("job.queued") == [
+            {"job": "a", "slot": "2026-03-01T12:01:00Z", "running": 1}
+        ]
+        h.loop.max_running = None  # a reload lifts the limit: the queued run starts
+        await h.settle()
+        assert [r.job for r in h.runs] == ["b", "a"]

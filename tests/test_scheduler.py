@@ -44,9 +44,13 @@ class Case:
     missed: tuple[int, float, float] | None = None  # count, first, last
     replace: bool = False
     caught_up: int | None = None
+    skip_reason: str = "overlap"  # the reason, when `skip` is set
+    paused: bool = False  # the job is paused (input)
+    passed_over: int = 0  # the slots passed over while paused (output)
 
 
 E1 = "every: 1m, command: x"
+A2 = "every: 1m, overlap: allow, max_running: 2, command: x"
 CU = "every: 1m, grace: 5s, catchup: latest, catchup_window: 1h, command: x"
 C10 = "cron: '*/10 * * * *', grace: 5s, command: x"
 CASES = [
@@ -132,6 +136,39 @@ CASES = [
         60,
         120,
     ),
+    # max_running (overlap: allow only)
+    Case("max_running_below_starts", A2, 0, 60, 1, 60, 120),
+    Case("max_running_reached_skips", A2, 0, 60, 2, None, 120, skip=60, skip_reason="max_running"),
+    Case(
+        "max_running_beyond_skips_with_missed",
+        A2,
+        0,
+        180,
+        3,
+        None,
+        240,
+        skip=180,
+        skip_reason="max_running",
+        missed=(2, 60, 120),
+    ),
+    Case("max_running_none_running_starts", A2, 0, 60, 0, 60, 120),
+    # paused: every due slot passed over and counted; the cursor moves to now
+    Case("paused_one_slot", E1, 0, 60, 0, None, 120, paused=True, passed_over=1),
+    Case("paused_nothing_due", E1, 0, 30, 0, None, 60, paused=True),
+    Case("paused_suspend_counts_all", E1, 0, 3630, 0, None, 3660, paused=True, passed_over=60),
+    Case("paused_catchup_no_make_up", CU, 0, 1830, 0, None, 1860, paused=True, passed_over=30),
+    Case("paused_while_running", E1, 0, 60, 1, None, 120, paused=True, passed_over=1),
+    Case(
+        "paused_disabled_counts_nothing",
+        "every: 1m, enabled: false, command: x",
+        0,
+        150,
+        0,
+        None,
+        180,
+        paused=True,
+    ),
+    Case("paused_clock_back", E1, 600, 300, 0, None, 660, paused=True),
     Case("disabled_never_starts", "every: 1m, enabled: false, command: x", 0, 60, 0, None, 120),
     Case(
         "disabled_two_due_nothing_missed",
@@ -217,7 +254,7 @@ def _at(seconds: float | None) -> datetime | None:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_plan(case: Case) -> None:
     entry = make_entry(job(case.job), at(case.cursor))
-    decision = plan_entry(entry, at(case.now), case.running)
+    decision = plan_entry(entry, at(case.now), case.running, paused=case.paused)
     missed = None
     if case.missed is not None:
         count, first, last = case.missed
@@ -228,9 +265,11 @@ def test_plan(case: Case) -> None:
         next_fire=None if case.next is None else fire(case.next),
         start=_at(case.start),
         skip=_at(case.skip),
+        skip_reason=None if case.skip is None else case.skip_reason,
         replace=case.replace,
         missed=missed,
         caught_up=case.caught_up,
+        paused=case.passed_over,
     )
 
 

@@ -97,10 +97,12 @@ _MERGED_BY_KEY = ("env", "notify")
 def _merge_all(defaults: dict[str, Any], jobs: dict[Any, Any], zone: Any) -> dict[Any, Any]:
     """Each job of `jobs` with `defaults` merged in (the job's own fields win; the env
     and notify mappings are merged key by key, the job's keys winning; a cron job gets
-    the file's zone unless it has one). What depends on `defaults` alone is worked out
+    the file's zone unless it has one; `defaults.max_running` goes to the `overlap: allow`
+    jobs only, the only ones it applies to). What depends on `defaults` alone is worked out
     once, not once per job."""
     plain = _ONLY_FOR.keys().isdisjoint(defaults)  # the usual case: one C-level merge
     by_key = [(k, v) for k in _MERGED_BY_KEY if isinstance(v := defaults.get(k), dict)]
+    limit_default = "max_running" in defaults
     merged_jobs = {}
     for name, job in jobs.items():
         if not isinstance(job, dict):
@@ -121,6 +123,8 @@ def _merge_all(defaults: dict[str, Any], jobs: dict[Any, Any], zone: Any) -> dic
                 merged[key] = {**default, **own}
         if "cron" in job and "timezone" not in merged:
             merged["timezone"] = zone
+        if limit_default and "max_running" not in job and merged.get("overlap") != "allow":
+            del merged["max_running"]  # the default's limit is for `overlap: allow` jobs
         merged_jobs[name] = merged
     return merged_jobs
 

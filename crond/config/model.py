@@ -61,6 +61,9 @@ CRONS = "crons"
 # checks of what they expand to (config/notifiers.py); without it, only texts that take no
 # name are checked.
 ENVIRON = "environ"
+# The highest `max_running` (a job's, the daemon's): far beyond what a host can run, and
+# low enough that a typo (an extra zero or ten) is said rather than taken.
+MAX_RUNNING = 100_000
 _parse_duration = functools.lru_cache(maxsize=8192)(parse_duration)
 
 
@@ -235,6 +238,8 @@ class JobFields(_Model):
     notify: dict[str, list[NotifyEvent]] | None = None
     ping: str | None = None
     warn_after: WarnAfter | None = None
+    # `overlap: allow` only: a fire while this many runs of the job are going is skipped.
+    max_running: Annotated[int, Field(ge=1, le=MAX_RUNNING, strict=True)] | None = None
 
     @field_validator("cron")
     @classmethod
@@ -346,6 +351,12 @@ class Job(JobFields):
                 "an every job runs in absolute time; remove timezone "
                 "(or use cron for a local time of day)",
             )
+        if self.max_running is not None and self.overlap is not Overlap.ALLOW:
+            _field_error(
+                "max_running",
+                f"max_running applies to overlap: allow only (this job has overlap: "
+                f"{self.overlap.value}, which runs one at a time already)",
+            )
         if self.anchor is not None and self.every is None:
             _field_error("anchor", "anchor applies to every jobs only")
         if self.python is None and not (
@@ -440,6 +451,8 @@ class Daemon(_Model):
     heartbeat: Duration = timedelta(seconds=10)
     shutdown_timeout: Duration = timedelta(seconds=30)
     metrics: str | None = None  # HOST:PORT serving /metrics and /healthz; None: off
+    # How many runs the whole daemon has going at once; a due run beyond it waits (queued).
+    max_running: Annotated[int, Field(ge=1, le=MAX_RUNNING, strict=True)] | None = None
 
     @field_validator("metrics")
     @classmethod

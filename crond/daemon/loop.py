@@ -5,11 +5,19 @@ heartbeat, and re-reads the clock after every wake. It calls `beat` once per hea
 (the liveness file and the systemd watchdog live there), so a stuck loop lets both go
 stale. The work of every run it starts is a task of its TaskGroup (`Loop._start`): no
 run outlives `Loop.run`, and one cancelled with it kills and reaps its processes.
+
+Steering (`crond pause`, `trigger`, `kill`; docs/schedules.md): pauses are held here by
+job name, so they outlive a reload, and a paused job's slots are passed over and counted
+as they come; a pause with an end wakes the loop at that end, as a fire would. The
+daemon's `max_running` is the loop's too: a due run beyond it waits in a queue, first
+come first served, until a run ends or its grace runs out. Jobs neither paused nor
+queued cost the planner one truth test of each (empty) dict.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,11 +27,17 @@ from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, iso_utc
 from crond.config.loaded import LoadedJob
-from crond.config.model import Catchup
-from crond.when.plan import Decision, Entry, Schedule, make_entry, plan_entry
+from crond.config.model import Catchup, Overlap
+from crond.config.wording import quote
+from crond.when.plan import Decision, Entry, Missed, Schedule, make_entry, plan_entry
 from crond.when.timing import Fire
 
 _SECOND = timedelta(seconds=1)
+# A queued run whose grace ends at t is missed after t (R9: `now - slot <= grace` starts):
+# the loop wakes this much after t, never at t itself (it would find nothing to do, and
+# wake at t again).
+_AFTER = timedelta(microseconds=1)
+_NOTHING_HELD: frozenset[int] = frozenset()
 
 
 class RunHandle(Protocol):
@@ -77,6 +91,62 @@ class ConfigDiff:
     changed: list[str]
 
 
+@dataclass
+class _Pause:
+    until: datetime | None  # None: until resumed
+    skipped: int = 0  # the slots passed over so far
+
+
+@dataclass(frozen=True)
+class _Queued:
+    """A due run waiting for a place under the daemon's `max_running`."""
+
+    job: LoadedJob
+    slot: datetime
+    deadline: datetime  # slot + the job's grace: missed after it
+
+
+class Pending:
+    """A triggered run of an `overlap: replace` job with runs going: those are stopped
+    first, and the run starts once they have all ended. A RunHandle: `run_id` is "" until
+    then; `started()` says which run it became (None: none, the daemon stopped first, or
+    the pending run was stopped); `stop()`/`kill()` before that cancel it."""
+
+    def __init__(self, job: str) -> None:
+        self.job = job
+        self.run_id = ""
+        self.run: RunHandle | None = None
+        self.cancelled = False
+        self._started: asyncio.Future[RunHandle | None] = asyncio.get_running_loop().create_future()
+
+    async def started(self) -> RunHandle | None:
+        return await asyncio.shield(self._started)
+
+    async def drive(self) -> object:
+        raise RuntimeError("a pending run is started and driven by the loop")
+
+    async def wait(self) -> object:
+        run = await self.started()
+        return None if run is None else await run.wait()
+
+    def stop(self) -> None:
+        self.cancelled = True
+        if self.run is not None:
+            self.run.stop()
+
+    def kill(self) -> None:
+        self.cancelled = True
+        if self.run is not None:
+            self.run.kill()
+
+    def settle(self, run: RunHandle | None) -> None:
+        """The loop's: the run it became (None: it never started)."""
+        if not self._started.done():
+            self.run = run
+            self.run_id = run.run_id if run is not None else ""
+            self._started.set_result(run)
+
+
 class Loop:
     def __init__(
         self,
@@ -111,6 +181,20 @@ class Loop:
         self.idle.set()
         self._stopping = False
         self._tasks: asyncio.TaskGroup | None = None
+        # Pauses, by job name (a job removed and added again keeps its pause), and the
+        # earliest end among them: the loop wakes then.
+        self._pauses: dict[str, _Pause] = {}
+        self._pause_ends: datetime | None = None
+        # Told when a pause ran out by itself: the job, the slots it passed over. Called
+        # from the loop's turn, as the watcher is: must be quick and never raise.
+        self.on_resumed: Callable[[str, int], None] | None = None
+        # Runs waiting for the daemon's max_running, in the order they fell due; how many
+        # of each job (they count as going, for the job's overlap and max_running); and
+        # the earliest end of grace among them (the loop wakes just after it).
+        self._max_running: int | None = None
+        self._queue: deque[_Queued] = deque()
+        self._queued: dict[str, int] = {}
+        self._queue_ends: datetime | None = None
 
     # --- configuration --------------------------------------------------------------
 
@@ -141,6 +225,212 @@ class Loop:
             self.schedule.put(make_entry(jobs[name], cursor))
         self._wake.set()
         return ConfigDiff(added, removed, changed)
+
+    @property
+    def max_running(self) -> int | None:
+        """The daemon's limit of runs going at once (None: none); set at each load."""
+        return self._max_running
+
+    @max_running.setter
+    def max_running(self, limit: int | None) -> None:
+        self._max_running = limit
+        self._wake.set()  # a higher limit lets queued runs start now
+
+    # --- steering: pause, resume, trigger, kill --------------------------------------
+
+    def pause(self, name: str, until: datetime | None) -> None:
+        """Pass over `name`'s slots from now until `until` (None: until resumed); pausing a
+        paused job again replaces its end and keeps its count. Any name is taken: a job
+        not (or no longer) in the file keeps its pause for when it is."""
+        held = self._pauses.get(name)
+        if held is None:
+            self._pauses[name] = _Pause(until)
+        else:
+            held.until = until
+        self._pauses_changed()
+
+    def resume(self, name: str) -> int | None:
+        """End `name`'s pause: the slots it passed over; None if it was not paused."""
+        held = self._pauses.pop(name, None)
+        if held is None:
+            return None
+        self._pauses_changed()
+        return held.skipped
+
+    def pauses(self) -> dict[str, datetime | None]:
+        """The paused jobs and the end of each pause (None: until resumed)."""
+        return {name: held.until for name, held in self._pauses.items()}
+
+    def trigger(self, name: str) -> RunHandle | str:
+        """Start a run of `name` now (its slot: now), as a scheduled one would start, also
+        when it is paused or disabled; or say in one sentence why not. The job's overlap
+        applies: with `replace`, the runs going are stopped and a `Pending` is returned."""
+        refused = self._refusal(name)
+        if refused is not None:
+            return refused
+        job = self.schedule.entries[name].job
+        runs = list(self.running.get(name, ()))
+        now = self.clock.now()
+        if job.settings.overlap is Overlap.REPLACE:
+            self._drop_queued(name)
+            if runs:
+                pending = Pending(name)
+                for run in runs:
+                    run.stop()
+                self._own(self._start_after(job, now, runs, pending))
+                return pending
+        if self.prepare is not None:
+            self.prepare([(job, now)], now)
+        return self._start(job, now)
+
+    def _refusal(self, name: str) -> str | None:
+        if self._stopping or self._tasks is None:
+            return "the daemon is stopping" if self._stopping else "the daemon is not running"
+        entry = self.schedule.entries.get(name)
+        if entry is None:
+            return f"there is no job {quote(name)}"
+        settings = entry.job.settings
+        runs = len(self.running.get(name, ()))
+        going = runs + self._queued.get(name, 0)
+        if going and settings.overlap is Overlap.SKIP:
+            return f"{name} has a run going and overlap: skip"
+        limit = settings.max_running
+        if limit is not None and going >= limit:
+            return f"{name} has {going} runs going, its max_running"
+        daemon_limit = self._max_running
+        replacing = runs and settings.overlap is Overlap.REPLACE
+        if daemon_limit is not None and not replacing:
+            count = self.running_count()
+            if count >= daemon_limit or self._queue:
+                return f"the daemon has {count} runs going, its max_running ({daemon_limit})"
+        return None
+
+    def kill(self, target: str) -> list[RunHandle]:
+        """Stop the runs of job `target`, or the run whose run_id is `target`, as a
+        timeout does (outcome killed, no retry): those runs; [] when none is going."""
+        runs = self.running.get(target)
+        chosen = list(runs) if runs else [r for r in self.all_runs() if r.run_id == target]
+        for run in chosen:
+            run.stop()
+        return chosen
+
+    def _pauses_changed(self) -> None:
+        ends = [held.until for held in self._pauses.values() if held.until is not None]
+        self._pause_ends = min(ends) if ends else None
+        self._wake.set()
+
+    def _expire(self, now: datetime) -> None:
+        """End the pauses whose end has come: the slots before it are passed over first
+        (they were, unless the loop slept through them), and `on_resumed` is told."""
+        if self._pause_ends is None or self._pause_ends > now:
+            return
+        ended = [
+            (name, held)
+            for name, held in self._pauses.items()
+            if held.until is not None and held.until <= now
+        ]
+        for name, held in ended:
+            assert held.until is not None
+            held.skipped += self._pass_over(name, held.until)
+            del self._pauses[name]
+        self._pauses_changed()
+        for name, held in ended:
+            if self.on_resumed is not None:
+                self.on_resumed(name, held.skipped)
+
+    def _pass_over(self, name: str, until: datetime) -> int:
+        """The slots of `name` due before `until` and not yet planned, passed over."""
+        entry = self.schedule.entries.get(name)
+        fire = None if entry is None else entry.next_fire
+        if entry is None or fire is None or fire.at >= until:
+            return 0
+        decision = plan_entry(entry, until - _AFTER, 0, paused=True)
+        self.schedule.apply(entry, decision)
+        return decision.paused
+
+    # --- the daemon's max_running: the queue --------------------------------------------
+
+    def _hold(self, decisions: list[Decision]) -> frozenset[int]:
+        """Which of a wake's decisions wait in the queue: the starts beyond the daemon's
+        max_running, and all starts while runs are queued (first come, first served). A
+        replacement of runs going takes their place: never held."""
+        limit = self._max_running
+        if limit is None:
+            return _NOTHING_HELD
+        room = limit - self.running_count()
+        held: set[int] = set()
+        for i, decision in enumerate(decisions):
+            if decision.start is None or self._replacing(decision):
+                continue
+            if self._queue or room <= 0:
+                held.add(i)
+            else:
+                room -= 1
+        return frozenset(held)
+
+    def _replacing(self, decision: Decision) -> bool:
+        return decision.replace and bool(self.running.get(decision.job))
+
+    def _enqueue(self, job: LoadedJob, slot: datetime) -> None:
+        deadline = slot + job.settings.grace
+        self._queue.append(_Queued(job, slot, deadline))
+        self._queued[job.name] = self._queued.get(job.name, 0) + 1
+        if self._queue_ends is None or deadline < self._queue_ends:
+            self._queue_ends = deadline
+        self.log.warning(
+            "job.queued", job=job.name, slot=iso_utc(slot), running=self.running_count()
+        )
+
+    def _drain(self, now: datetime) -> None:
+        """Start the queued runs there is room for, in order; those whose grace ran out
+        while they waited are missed (reason queue); those of a job removed since are
+        dropped, those of a job paused since are passed over."""
+        limit = self._max_running
+        room = None if limit is None else limit - self.running_count()
+        starts: list[tuple[LoadedJob, datetime]] = []
+        kept: deque[_Queued] = deque()
+        for item in self._queue:
+            if now > item.deadline:
+                self._missed_in_queue(item)
+            elif room is not None and room <= len(starts):
+                kept.append(item)
+            elif (entry := self.schedule.entries.get(item.job.name)) is not None:
+                if self._paused_at(item.job.name, now):
+                    self._pauses[item.job.name].skipped += 1
+                else:
+                    starts.append((entry.job, item.slot))
+        self._queue = kept
+        self._queued = {}
+        for item in kept:
+            self._queued[item.job.name] = self._queued.get(item.job.name, 0) + 1
+        self._queue_ends = min((item.deadline for item in kept), default=None)
+        if starts and self.prepare is not None:
+            self.prepare(starts, now)
+        for job, slot in starts:
+            self._start(job, slot)
+
+    def _drop_queued(self, name: str) -> None:
+        """The queued runs of `name`, replaced by a newer one (overlap: replace): missed."""
+        if name not in self._queued:
+            return
+        for item in [item for item in self._queue if item.job.name == name]:
+            self._queue.remove(item)
+            self._missed_in_queue(item)
+        del self._queued[name]
+        self._queue_ends = min((item.deadline for item in self._queue), default=None)
+
+    def _missed_in_queue(self, item: _Queued) -> None:
+        entry = self.schedule.entries.get(item.job.name)
+        cursor, fire = (item.slot, None) if entry is None else (entry.cursor, entry.next_fire)
+        missed = Missed(1, item.slot, item.slot, reason="queue")
+        decision = Decision(item.job.name, cursor, fire, missed=missed)
+        _log_decision(self.log, item.job, decision)
+        if self.watcher is not None:
+            self.watcher.decided(item.job, decision)
+
+    def _paused_at(self, name: str, at: datetime) -> bool:
+        held = self._pauses.get(name)
+        return held is not None and (held.until is None or held.until > at)
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -193,6 +483,10 @@ class Loop:
         due = None if self._stopping else self.schedule.next_due()
         limit = now + timedelta(seconds=max(0.0, beat_in))
         target = min(due[0] - self.clock.lead, limit) if due else limit
+        if self._pause_ends is not None:  # exactly at the end, as a fire (no lead: no spawn)
+            target = min(target, self._pause_ends)
+        if self._queue_ends is not None and not self._stopping:
+            target = min(target, self._queue_ends + _AFTER)
         if target <= now or self._wake.is_set():
             self._wake.clear()
             await asyncio.sleep(0)
@@ -207,11 +501,14 @@ class Loop:
             self._wake.clear()
 
     def _tick(self, now: datetime) -> None:
+        self._expire(now)
         soon, self._soon = self._soon, []
         for job, slot, before in soon:
             if before is not None:
                 before()
             self._start(job, slot)
+        if self._queue:
+            self._drain(now)
         # Slots up to `lead` ahead are handled now, as of the latest of them (`at`): planned,
         # recorded and made ready to spawn before it (the runs are built, their pipes made),
         # spawned at it: the gate blocks until `at` just before the first spawn, and before
@@ -221,19 +518,35 @@ class Loop:
         # the last 0.5 ms spun (clock.py).
         due = self.schedule.pop_due(now + self.clock.lead)
         at = max([now, *(entry.next_fire.at for entry in due if entry.next_fire is not None)])
-        decisions, moved = _plan(self.schedule, due, at, self.running)
-        if self.prepare is not None and (starts := _starts(due, decisions)):
+        decisions, moved = _plan(
+            self.schedule, due, at, self.running, pauses=self._pauses, queued=self._queued
+        )
+        held = self._hold(decisions)
+        if self.prepare is not None and (starts := self._starts(due, decisions, held)):
             self.prepare(starts, at)  # all of them, before any is spawned
         gate = _gate(self.clock, at) if at > now else None
-        for entry, decision in zip(due, decisions, strict=True):
-            self._act(entry.job, decision, gate)
+        for i, (entry, decision) in enumerate(zip(due, decisions, strict=True)):
+            self._act(entry.job, decision, gate, queued=i in held)
         if gate is not None:
             gate()  # nothing was spawned (skipped, or could not start): still not before `at`
         if due and self.after_tick:
             self.after_tick(due, moved)
 
-    def _act(self, job: LoadedJob, decision: Decision, gate: Gate | None = None) -> None:
-        logs = decision.caught_up is not None or decision.missed or decision.skip
+    def _starts(
+        self, due: list[Entry], decisions: list[Decision], held: frozenset[int]
+    ) -> list[tuple[LoadedJob, datetime]]:
+        """The runs the decisions start at once (not those that wait for a run to stop,
+        nor those that wait in the queue)."""
+        return [
+            (entry.job, decision.start)
+            for i, (entry, decision) in enumerate(zip(due, decisions, strict=True))
+            if decision.start is not None and not self._replacing(decision) and i not in held
+        ]
+
+    def _act(
+        self, job: LoadedJob, decision: Decision, gate: Gate | None = None, *, queued: bool = False
+    ) -> None:
+        logs = decision.caught_up is not None or decision.missed or decision.skip or queued
         if gate is not None and (logs or decision.replace):
             gate()  # what follows is of the slot: not logged, nor anything stopped, before it
         _log_decision(self.log, job, decision)
@@ -242,23 +555,41 @@ class Loop:
         if decision.start is None:
             return
         if decision.replace:
+            if self._queued:
+                self._drop_queued(job.name)
             old = list(self.running.get(job.name, ()))
-            for run in old:
-                run.stop()
-            self._own(self._start_after(job, decision.start, old))
+            if old:
+                for run in old:
+                    run.stop()
+                self._own(self._start_after(job, decision.start, old))
+                return
+        if queued:
+            self._enqueue(job, decision.start)
         else:
             self._start(job, decision.start, gate)
 
-    def _start(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> None:
+    def _start(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> RunHandle:
         run = self.launch(job, slot, gate)  # spawned now; the rest is a task of ours
         self.running.setdefault(job.name, []).append(run)
         self.idle.clear()
         self._own(self._drive(job, run))
+        return run
 
-    async def _start_after(self, job: LoadedJob, slot: datetime, old: list[RunHandle]) -> None:
-        await asyncio.gather(*(run.wait() for run in old))
-        if not self._stopping:
-            self._start(job, slot)
+    async def _start_after(
+        self,
+        job: LoadedJob,
+        slot: datetime,
+        old: list[RunHandle],
+        pending: Pending | None = None,
+    ) -> None:
+        new = None
+        try:
+            await asyncio.gather(*(run.wait() for run in old))
+            if not self._stopping and not (pending is not None and pending.cancelled):
+                new = self._start(job, slot)
+        finally:
+            if pending is not None:
+                pending.settle(new)
 
     async def _drive(self, job: LoadedJob, run: RunHandle) -> None:
         """A run's work, then its place in `running` given up (also when cancelled); the
@@ -279,6 +610,8 @@ class Loop:
             if not self.running:
                 self.idle.set()
                 self._wake.set()  # a draining loop may now end
+            if self._queue:
+                self._wake.set()  # a place is free for the first queued run
 
     def _own(self, coro: Coroutine[Any, Any, None]) -> None:
         assert self._tasks is not None, "runs start only inside Loop.run"
@@ -289,28 +622,37 @@ class Loop:
 
 
 def _plan(
-    schedule: Schedule, due: list[Entry], at: datetime, running: Mapping[str, list[RunHandle]]
+    schedule: Schedule,
+    due: list[Entry],
+    at: datetime,
+    running: Mapping[str, list[RunHandle]],
+    *,
+    pauses: Mapping[str, _Pause],
+    queued: Mapping[str, int],
 ) -> tuple[list[Decision], list[tuple[str, datetime]]]:
     """Each due entry's decision as of `at`, applied (its next fire moved on); and the
-    `catchup: latest` cursors that moved with no run started (for `after_tick`)."""
+    `catchup: latest` cursors that moved with no run started (for `after_tick`). A job's
+    queued runs count as going; a paused job's slots are counted into its pause (a pause
+    ending at `at` or before is over: its slot at `at` runs)."""
     decisions: list[Decision] = []
     moved: list[tuple[str, datetime]] = []
     for entry in due:
-        decision = plan_entry(entry, at, len(running.get(entry.name, ())))
+        name = entry.name
+        going = len(running.get(name, ()))
+        if queued:
+            going += queued.get(name, 0)
+        if pauses and name in pauses:
+            held = pauses[name]
+            paused = held.until is None or held.until > at
+            decision = plan_entry(entry, at, going, paused=paused)
+            held.skipped += decision.paused
+        else:
+            decision = plan_entry(entry, at, going)
         schedule.apply(entry, decision)
         decisions.append(decision)
         if decision.start is None and entry.job.settings.catchup is Catchup.LATEST:
             moved.append((entry.name, entry.cursor))
     return decisions, moved
-
-
-def _starts(due: list[Entry], decisions: list[Decision]) -> list[tuple[LoadedJob, datetime]]:
-    """The runs the decisions start at once (not those that wait for a run to stop)."""
-    return [
-        (entry.job, decision.start)
-        for entry, decision in zip(due, decisions, strict=True)
-        if decision.start is not None and not decision.replace
-    ]
 
 
 def _first_cursor(job: LoadedJob, now: datetime, before: datetime | None) -> datetime:
@@ -339,9 +681,11 @@ def _log_decision(log: FilteringBoundLogger, job: LoadedJob, decision: Decision)
             count=m.count,
             first_slot=iso_utc(m.first_slot),
             last_slot=iso_utc(m.last_slot),
+            reason=m.reason,
         )
     if decision.skip:
-        log.warning("job.skipped", job=job.name, slot=iso_utc(decision.skip), reason="overlap")
+        reason = decision.skip_reason or "overlap"
+        log.warning("job.skipped", job=job.name, slot=iso_utc(decision.skip), reason=reason)
 
 
 def _gate(clock: Clock, at: datetime) -> Gate:

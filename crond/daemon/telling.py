@@ -185,14 +185,15 @@ class Telling:
         if decision.missed:
             m = decision.missed
             if self.teller is not None:
-                self.teller.missed(job, m.count, m.first_slot, m.last_slot, "grace")
+                self.teller.missed(job, m.count, m.first_slot, m.last_slot, m.reason)
             if self.metrics is not None:
                 self.metrics.missed(job.name, m.count)
         if decision.skip is not None:
+            reason = decision.skip_reason or "overlap"
             if self.teller is not None:
-                self.teller.skipped(job, decision.skip, "overlap")
+                self.teller.skipped(job, decision.skip, reason)
             if self.metrics is not None:
-                self.metrics.skipped(job.name, "overlap")
+                self.metrics.skipped(job.name, reason)
 
     def _keep(self) -> None:
         """What a run's end made is in the state store before anything else happens."""

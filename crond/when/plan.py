@@ -1,9 +1,10 @@
-"""What to do at a wake: the pure planner (R9 grace, missed slots, overlap, catch-up) and
-the heap of every job's next fire.
+"""What to do at a wake: the pure planner (R9 grace, missed slots, overlap, max_running,
+catch-up, pauses) and the heap of every job's next fire.
 
-`plan_entry` is arithmetic over instants: given an entry's cursor and timing, `now` and how
-many runs of the job are going, it says which slot starts, which is skipped for overlap
-and which were missed. `Schedule` keeps one entry per job and a heap ordered by their
+`plan_entry` is arithmetic over instants: given an entry's cursor and timing, `now`, how
+many runs of the job are going and whether it is paused, it says which slot starts,
+which is skipped (for overlap or the job's max_running), which were missed and how many
+were passed over while paused. `Schedule` keeps one entry per job and a heap ordered by their
 next fires; daemon/loop.py sleeps until the earliest, re-reads the clock, plans the due
 entries and hands the slots to the runner.
 """
@@ -43,6 +44,9 @@ class Missed:
     count: int
     first_slot: datetime
     last_slot: datetime
+    # "grace": too late to start (R9); "queue": waited for the daemon's max_running until
+    # its grace ran out (the loop's, docs/schedules.md).
+    reason: str = "grace"
 
 
 @dataclass(frozen=True)
@@ -53,10 +57,12 @@ class Decision:
     cursor: datetime
     next_fire: Fire | None  # None: the job never fires again
     start: datetime | None = None  # the slot to run now
-    skip: datetime | None = None  # the slot not run because a run is still going
+    skip: datetime | None = None  # the slot not run because runs are still going
+    skip_reason: str | None = None  # why: "overlap" (skip) or "max_running" (allow)
     replace: bool = False  # stop the running runs first (overlap: replace)
     missed: Missed | None = None
     caught_up: int | None = None  # `start` is a catch-up run; this many older slots skipped
+    paused: int = 0  # the job is paused: this many due slots passed over (not run, not missed)
 
 
 class _Due(NamedTuple):
@@ -83,10 +89,13 @@ def _due(timing: Timing, first: Fire, now: datetime) -> _Due:
     return _Due(count, first.at, latest, before)
 
 
-def plan_entry(entry: Entry, now: datetime, running: int) -> Decision:
+def plan_entry(entry: Entry, now: datetime, running: int, *, paused: bool = False) -> Decision:
     """R9 for one entry: the latest due slot starts if within grace; the others are missed.
     With `catchup: latest`, a latest slot later than grace but within `catchup_window`
-    still starts, as a catch-up run (the older slots are skipped, counted, not missed)."""
+    still starts, as a catch-up run (the older slots are skipped, counted, not missed).
+    `running`: the job's runs going (or waiting to). `paused`: every due slot is passed
+    over and counted, the cursor moves to `now` as for a disabled job, so nothing of the
+    paused time is made up later, not even by `catchup: latest`."""
     fire = entry.next_fire
     if now <= entry.cursor:  # the clock stepped back: nothing is due, the cursor stays
         return Decision(entry.name, entry.cursor, fire)
@@ -95,6 +104,8 @@ def plan_entry(entry: Entry, now: datetime, running: int) -> Decision:
         return Decision(entry.name, now, nxt)
     due = _due(entry.timing, fire, now)
     next_fire = entry.timing.next_after(now)
+    if paused:
+        return Decision(entry.name, now, next_fire, paused=due.slots)
     settings = entry.job.settings
     late = now - due.latest
     caught_up = None
@@ -106,8 +117,12 @@ def plan_entry(entry: Entry, now: datetime, running: int) -> Decision:
     # The slots before the latest: missed, unless the latest is a catch-up run (then they
     # are counted in `caught_up`) that is itself not skipped for overlap.
     missed = None if due.before is None else Missed(due.slots - 1, due.first, due.before)
-    if running and settings.overlap is Overlap.SKIP:
-        return Decision(entry.name, now, next_fire, skip=due.latest, missed=missed)
+    if running:
+        reason = _skip_reason(settings.overlap, settings.max_running, running)
+        if reason is not None:
+            return Decision(
+                entry.name, now, next_fire, skip=due.latest, skip_reason=reason, missed=missed
+            )
     return Decision(
         entry.name,
         now,
@@ -117,6 +132,15 @@ def plan_entry(entry: Entry, now: datetime, running: int) -> Decision:
         missed=None if caught_up is not None else missed,
         caught_up=caught_up,
     )
+
+
+def _skip_reason(overlap: Overlap, max_running: int | None, running: int) -> str | None:
+    """Why a due slot does not start while `running` runs of its job are going, if not."""
+    if overlap is Overlap.SKIP:
+        return "overlap"
+    if max_running is not None and running >= max_running:
+        return "max_running"  # (only `overlap: allow` has one: config/model.py)
+    return None
 
 
 @dataclass

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from crond.config.loader import gc_paused
 from crond.when.timing import Fire, Timing
 
-__all__ = ["PreviewRow", "format_json_lines", "format_table", "next_fires"]
+__all__ = ["PreviewRow", "format_json_lines", "format_table", "limit_notes", "next_fires"]
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,33 @@ def _local_column(t: datetime) -> str:
     return f"{clock} {name} {_offset(t)}"
 
 
-def format_table(rows: Sequence[PreviewRow]) -> str:
-    """A readable table: job, zone, local time (abbreviation and offset), UTC, note."""
+def limit_notes(
+    job_limits: Mapping[str, int | None], daemon_limit: int | None, *, shown: int = 10
+) -> list[str]:
+    """What the table cannot show: a fire may not start at its time because of a
+    `max_running` (docs/schedules.md). `job_limits`: the listed jobs' `max_running`.
+    At most `shown` jobs are named, the rest counted."""
+    notes = []
+    limited = [(name, limit) for name, limit in job_limits.items() if limit is not None]
+    if limited:
+        named = ", ".join(f"{name} ({limit})" for name, limit in limited[:shown])
+        more = f" and {len(limited) - shown} more" if len(limited) > shown else ""
+        notes.append(
+            f"max_running: a fire of {named}{more} is skipped while that many of the "
+            "job's runs are going (job.skipped, reason max_running)"
+        )
+    if daemon_limit is not None:
+        notes.append(
+            f"daemon.max_running: {daemon_limit} runs at most at once; a fire beyond it "
+            "waits (job.queued) and starts when a run ends, or is missed (reason queue) "
+            "if its grace runs out first"
+        )
+    return notes
+
+
+def format_table(rows: Sequence[PreviewRow], notes: Sequence[str] = ()) -> str:
+    """A readable table: job, zone, local time (abbreviation and offset), UTC, note;
+    then `notes` (`limit_notes`), one a line, after an empty line."""
     header = ("JOB", "ZONE", "LOCAL TIME", "UTC", "NOTE")
     with gc_paused():  # a tuple per row, as many as next_fires's rows (see there)
         lines = [header] + [
@@ -93,10 +118,11 @@ def format_table(rows: Sequence[PreviewRow]) -> str:
             for row in rows
         ]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "\n".join(
+    table = "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in lines
     )
+    return "\n\n".join([table, "\n".join(notes)]) if notes else table
 
 
 def format_json_lines(rows: Sequence[PreviewRow]) -> str:
