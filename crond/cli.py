@@ -169,7 +169,11 @@ def next_(
         if job.settings.enabled and (not jobs or name in jobs)
     }
     rows = preview.next_fires(selected, start or SystemClock().now(), count)
-    click.echo(preview.format_json_lines(rows) if as_json else preview.format_table(rows))
+    if as_json:
+        click.echo(preview.format_json_lines(rows))
+        return
+    limits = {name: cfg.jobs[name].settings.max_running for name in selected}
+    click.echo(preview.format_table(rows, preview.limit_notes(limits, cfg.daemon.max_running)))
 
 
 @main.command()
@@ -462,7 +466,10 @@ def _steer(
     path = _socket_of(file, state_dir, flag)
     final: dict[str, object] = {}
     try:
-        for message in client.request(path, cmd, args, timeout=None if wait else client.TIMEOUT):
+        # A trigger of an `overlap: replace` job answers once the runs it replaces have
+        # stopped (up to their kill_after): no deadline, as for --wait.
+        patient = wait or cmd == "trigger"
+        for message in client.request(path, cmd, args, timeout=None if patient else client.TIMEOUT):
             if "ok" in message:
                 final = message
             else:

@@ -334,7 +334,7 @@ def test_pause_without_a_store_says_until_the_daemon_stops(file: Path, daemon: D
         (["backup", "--for", "soon"], "not a duration"),
         (["backup", "--until", "2030-01-01T00:00:00"], "has no offset"),
         (["backup", "--until", "2001-01-01T00:00:00Z"], "that instant has passed"),
-        (["backup", "--note", "x" * 2000], "at most 1024 characters"),
+        (["backup", "--note", "x" * 2000], "at most 500 characters"),
     ],
 )
 def test_pause_usage_errors(file: Path, daemon: Daemon, args: list[str], said: str) -> None:

@@ -114,16 +114,16 @@ def test_a_later_notification_waits_behind_one_that_waits_for_its_retry() -> Non
     # A receiver that was down hears `failed` before the `recovered` that ends it.
     async def main() -> None:
         events = Events()
-        with NotifyServer(up=False) as server:
+        with NotifyServer() as server:
+            server.answer("/hook", status=503, count=1)  # the first try: "down"
             hook = notifier("hook", "webhook", f"{server.url}/hook")
             slow = {**QUICK, "first_retry": 0.5}
             async with delivering({"hook": hook}, events=events, **slow) as delivery:
                 delivery.put(item(n=1))
-                await asyncio.sleep(0.2)  # tried and refused: it waits for its retry
-                server.up()
+                await asyncio.to_thread(server.wait_for, 1, "/hook")  # r1 waits for its retry
                 delivery.put(item(n=2))  # could go now, but r1 is older
                 await events.wait("notify.sent", count=2)
-            assert [r.json()["run_id"] for r in server.requests("/hook")] == ["r1", "r2"]
+            assert [r.json()["run_id"] for r in server.requests("/hook")] == ["r1", "r1", "r2"]
 
     go(main)
 

@@ -68,7 +68,7 @@ CODES = (
 )
 STREAMS = ("stdout", "stderr")
 MAX_LINE = 64 * 1024  # bytes of a request line, its newline included
-MAX_NOTE = 1024  # characters of a pause's note
+MAX_NOTE = 500  # characters of a pause's note (crond status shows it whole)
 _MAX_NAME = 1024  # characters of a job's name or a run id as a kill's target
 
 

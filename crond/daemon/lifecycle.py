@@ -29,7 +29,9 @@ from crond import __version__, ownership
 from crond.clock import Clock, SystemClock
 from crond.config import loader, problems
 from crond.config.loaded import LoadedConfig, LoadedJob
+from crond.control.server import socket_path
 from crond.daemon import reaper
+from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Gate, Loop
 from crond.daemon.recorder import StoreRecorder
@@ -104,6 +106,13 @@ class Daemon:
             log=log, clock=clock, loop=self.loop, recorder=self.recorder, heartbeat=self.heartbeat
         )
         self.loop.watcher = self.telling
+        self.steering = Steering(
+            log=log,
+            clock=clock,
+            loop=self.loop,
+            recorder=self.recorder,
+            on_paused=self.telling.paused,
+        )
         self._settings(cfg)
         self._signals = 0
         self._reload_wanted = False
@@ -117,6 +126,7 @@ class Daemon:
         self.heartbeat.configure(cfg, liveness_file=flags.liveness_file, heartbeat=flags.heartbeat)
         self.recorder.history = {name: job.settings.history for name, job in cfg.jobs.items()}
         self.telling.configure(cfg, self._metrics_address(cfg))
+        self.loop.max_running = cfg.daemon.max_running
 
     def _metrics_address(self, cfg: LoadedConfig) -> str | None:
         return self.options.metrics or cfg.daemon.metrics
@@ -249,6 +259,7 @@ class Daemon:
                 self.recorder.open()
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
                     self.loop.load(self.cfg.jobs, resume=self.recorder.cursors())
+                self.steering.restore()  # the pauses kept in the store, before the first wake
                 self._start_reboot_jobs()
                 self.log.info(
                     "daemon.started",
@@ -260,9 +271,11 @@ class Daemon:
                 )
                 await self.telling.start(tasks, self._metrics_address(self.cfg))
                 self.telling.reloaded(True)
+                await self.steering.start(socket_path(self.cfg, self.options.state_dir))
                 self.notifier.ready(f"{len(self.cfg.jobs)} jobs")
                 asyncio.get_running_loop().call_soon(self._publish)  # after the first wake
                 await self.loop.run()
+                await self.steering.aclose()
                 await self.telling.aclose()
         finally:
             for signum in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):

@@ -550,7 +550,7 @@ class Loop:
         if gate is not None and (logs or decision.replace):
             gate()  # what follows is of the slot: not logged, nor anything stopped, before it
         _log_decision(self.log, job, decision)
-        if self.watcher is not None and (logs or decision.start is not None):
+        if self.watcher is not None and (logs or decision.start is not None or decision.paused):
             self.watcher.decided(job, decision)
         if decision.start is None:
             return

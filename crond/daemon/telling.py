@@ -175,6 +175,11 @@ class Telling:
             at = fire.at.timestamp() if fire is not None and entry.job.settings.enabled else None
             yield name, len(running.get(name, ())), at
 
+    def paused(self, job: str, paused: bool) -> None:
+        """A pause began or ended (crond/daemon/control.py): crond_job_paused."""
+        if self.metrics is not None:
+            self.metrics.set_paused(job, paused)
+
     def _notified(self, notifier: str, result: str) -> None:
         if self.metrics is not None:
             self.metrics.notification(notifier, result)
@@ -194,6 +199,9 @@ class Telling:
                 self.teller.skipped(job, decision.skip, reason)
             if self.metrics is not None:
                 self.metrics.skipped(job.name, reason)
+        if decision.paused and self.metrics is not None:
+            # Slots passed over while paused: counted, never notified (someone chose it).
+            self.metrics.skipped(job.name, "paused", decision.paused)
 
     def _keep(self) -> None:
         """What a run's end made is in the state store before anything else happens."""

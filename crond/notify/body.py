@@ -137,6 +137,7 @@ def started_text(job: str, host: str) -> str:
 # The reasons of job.missed and job.skipped events, as a sentence says them.
 _REASONS: Final = {
     "grace": "too late to start (past its grace)",
+    "queue": "it waited for a place under the daemon's max_running past its grace",
     "overlap": "the previous run is still going",
     "paused": "the job is paused",
     "max_running": "too many runs are going",

@@ -222,10 +222,10 @@ class Metrics:
         if job is not None:
             job.missed += count
 
-    def skipped(self, job_name: str, reason: str) -> None:
+    def skipped(self, job_name: str, reason: str, count: int = 1) -> None:
         job = self._jobs.get(job_name)
         if job is not None:
-            job.skipped[reason] = job.skipped.get(reason, 0) + 1
+            job.skipped[reason] = job.skipped.get(reason, 0) + count
 
     def set_paused(self, job_name: str, paused: bool) -> None:
         job = self._jobs.get(job_name)

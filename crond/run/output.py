@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import os
+from collections.abc import Callable
 from typing import Final
 
 from structlog.typing import FilteringBoundLogger
@@ -43,6 +44,9 @@ class Budget:
         self.pumps: list[Pump] = []
         # The current attempt's last lines, for the state store's history (bounded).
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        # Told each line as it is logged (stream, line): `crond trigger --wait` follows a
+        # run's output this way. Each must be quick and never raise.
+        self.listeners: list[Callable[[str, str], None]] = []
 
     def spend(self, size: int) -> None:
         """Count `size` bytes read; the first time the limit is exceeded, log the lines
@@ -117,6 +121,8 @@ class Pump:
         text = line.decode("utf-8", errors="replace")
         self.budget.tail.append(text)
         self.budget.log.info("job.output", stream=self.stream, line=text)
+        for listener in self.budget.listeners:
+            listener(self.stream, text)
 
     def flush(self) -> None:
         """Log the pending partial line, if any."""

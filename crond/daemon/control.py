@@ -1,0 +1,269 @@
+"""The daemon's answers on its control socket (docs/control.md): `ps`, `trigger`, `kill`,
+`pause`, `resume`, between the socket's server (crond/control/server.py) and the loop.
+
+Each answer is worked out on the loop's own thread, in a few microseconds, and logged
+with who asked (`by`: the caller's uid, user and pid from the socket's credentials). A
+pause is kept in the state store (so it outlives reloads and restarts) and in the loop
+(which starts no scheduled run of a paused job, and wakes when a pause runs out).
+`trigger --wait` follows the run's output lines as they are logged and sends them on;
+a caller that stops reading is dropped by the server, never waited for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from structlog.typing import FilteringBoundLogger
+
+from crond.clock import Clock, iso_utc
+from crond.config import problems
+from crond.control.protocol import ControlError, ok
+from crond.control.server import Caller, ControlServer, Send
+from crond.daemon.loop import Loop, Pending
+from crond.daemon.recorder import StoreRecorder
+from crond.run import runner
+from crond.store.base import PauseRow
+
+STREAM_BACKLOG = 1000  # lines of a waited-for run queued for a caller that reads slowly
+
+
+class Steering:
+    """The control socket's Handler for one daemon."""
+
+    def __init__(
+        self,
+        *,
+        log: FilteringBoundLogger,
+        clock: Clock,
+        loop: Loop,
+        recorder: StoreRecorder,
+        on_paused: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        self.log = log
+        self.clock = clock
+        self.loop = loop
+        self.recorder = recorder
+        # Told (job, paused) whenever a pause begins or ends (the metrics' crond_job_paused).
+        self.on_paused = on_paused
+        self._server: ControlServer | None = None
+        loop.on_resumed = self._ran_out
+
+    async def start(self, path: Path | None) -> None:
+        """Listen at `path` (None: `control_socket: none`). A socket that cannot be made is
+        logged (`control.failed`) and the daemon runs on without it."""
+        if path is None:
+            return
+        from crond.control import server  # noqa: PLC0415  (only when on)
+
+        try:
+            self._server = await server.serve(path, self, log=self.log)
+        except server.SocketRefused as exc:
+            self.log.error("control.failed", path=str(path), error=str(exc))
+            return
+        except OSError as exc:  # its directory cannot be made or reached
+            self.log.error("control.failed", path=str(path), error=exc.strerror or str(exc))
+            return
+        self.log.info("control.listening", path=str(path))
+
+    async def aclose(self) -> None:
+        if self._server is not None:
+            await self._server.aclose()
+            self._server = None
+
+    # --- start --------------------------------------------------------------------------
+
+    def restore(self) -> None:
+        """The pauses kept in the store, applied before the first wake; those that ran out
+        while no daemon ran are ended now (`job.resumed`, by null)."""
+        rows = self.recorder.write(lambda store: store.pauses()) or {}
+        now = self.clock.now()
+        for name, row in rows.items():
+            if row.until is not None and row.until <= now:
+                self._clear(name)
+                self.log.info("job.resumed", job=name, by=None, skipped=0)
+                continue
+            self.loop.pause(name, row.until)
+            self._tell_paused(name, True)
+
+    # --- the Handler --------------------------------------------------------------------
+
+    async def handle(
+        self, cmd: str, args: dict[str, Any], caller: Caller, send: Send
+    ) -> dict[str, Any]:
+        if cmd == "ps":
+            return ok({"runs": [self._run_row(run) for run in self.loop.all_runs()]})
+        if cmd == "trigger":
+            return await self._trigger(str(args["job"]), bool(args.get("wait")), caller, send)
+        if cmd == "kill":
+            return ok(self._kill(str(args["target"]), caller))
+        if cmd == "pause":
+            return ok(self._pause(args, caller))
+        if cmd == "resume":
+            return ok(self._resume(args, caller))
+        raise ControlError("unknown_command", f"{cmd!r} is not a command of this daemon")
+
+    def _run_row(self, run: object) -> dict[str, Any]:
+        assert isinstance(run, runner.Run)
+        started = run.slot + timedelta(milliseconds=max(0.0, run.lag_ms))
+        elapsed = (self.clock.now() - started).total_seconds()
+        return {
+            "job": run.job,
+            "run_id": run.run_id,
+            "attempt": run.attempt,
+            "pid": run.pid,
+            "slot": iso_utc(run.slot),
+            "started": iso_utc(started),
+            "elapsed": round(max(0.0, elapsed), 3),
+        }
+
+    async def _trigger(self, name: str, wait: bool, caller: Caller, send: Send) -> dict[str, Any]:
+        self._known([name])
+        lines: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue(STREAM_BACKLOG)
+        started = self.loop.trigger(name)
+        if isinstance(started, str):
+            raise ControlError("refused", started)
+        if isinstance(started, Pending):  # overlap: replace: it starts once they stopped
+            became = await started.started()
+            if became is None:
+                raise ControlError("refused", f"{name}'s triggered run was stopped before it began")
+            started = became
+        assert isinstance(started, runner.Run)
+        run = started
+        self.log.info("job.triggered", job=name, run_id=run.run_id, by=caller.by())
+        if not wait:
+            return ok({"run_id": run.run_id})
+
+        def follow(stream: str, line: str) -> None:
+            with contextlib.suppress(asyncio.QueueFull):  # a slow reader loses lines
+                lines.put_nowait((stream, line))
+
+        run.budget.listeners.append(follow)
+        ended = asyncio.ensure_future(run.wait())
+        ended.add_done_callback(lambda _: lines.put_nowait(None) if not lines.full() else None)
+        try:
+            while True:
+                if ended.done() and lines.empty():
+                    break
+                item = await _next_line(lines, ended)
+                if item is None:
+                    continue
+                await send({"stream": item[0], "line": item[1]})
+            result = await ended
+        finally:
+            with contextlib.suppress(ValueError):
+                run.budget.listeners.remove(follow)
+        return ok(
+            {
+                "run_id": run.run_id,
+                "outcome": result.outcome.value,
+                "exit_code": result.exit_code,
+            }
+        )
+
+    def _kill(self, target: str, caller: Caller) -> dict[str, Any]:
+        runs = self.loop.kill(target)
+        if not runs and target not in self.loop.schedule.entries and not _looks_like_run_id(target):
+            self._known([target])
+        stopped = []
+        for run in runs:
+            assert isinstance(run, runner.Run)
+            self.log.warning("job.kill_requested", job=run.job, run_id=run.run_id, by=caller.by())
+            stopped.append({"job": run.job, "run_id": run.run_id, "pid": run.pid})
+        return {"stopped": stopped}
+
+    def _pause(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        names = self._names(args)
+        until = _instant(args.get("until"))
+        now = self.clock.now()
+        if until is not None and until <= now:
+            raise ControlError("refused", f"{iso_utc(until)} has passed; give a later --until")
+        note = args.get("note")
+        by = caller.by()
+        row_by = json.dumps(by, separators=(",", ":"))
+        stored = self.recorder.store is not None
+        for name in names:
+            self.loop.pause(name, until)
+            row = PauseRow(name, now, until, note, row_by)
+            self.recorder.write(lambda store, row=row: store.set_pause(row))  # type: ignore[misc]
+            shown = None if until is None else iso_utc(until)
+            self.log.warning("job.paused", job=name, until=shown, note=note, by=by)
+            self._tell_paused(name, True)
+        return {"jobs": names, "until": None if until is None else iso_utc(until), "stored": stored}
+
+    def _resume(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        names = list(self.loop.pauses()) if args.get("all") else self._names(args)
+        resumed = []
+        for name in names:
+            skipped = self.loop.resume(name) or 0
+            self._clear(name)
+            self.log.info("job.resumed", job=name, by=caller.by(), skipped=skipped)
+            self._tell_paused(name, False)
+            resumed.append({"job": name, "skipped": skipped})
+        return {"resumed": resumed}
+
+    def _ran_out(self, name: str, skipped: int) -> None:
+        """A pause's `until` came (the loop's on_resumed)."""
+        self._clear(name)
+        self.log.info("job.resumed", job=name, by=None, skipped=skipped)
+        self._tell_paused(name, False)
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _clear(self, name: str) -> None:
+        self.recorder.write(lambda store: store.clear_pause(name))
+
+    def _tell_paused(self, name: str, paused: bool) -> None:
+        if self.on_paused is not None:
+            self.on_paused(name, paused)
+
+    def _names(self, args: dict[str, Any]) -> list[str]:
+        if args.get("all"):
+            return list(self.loop.schedule.entries)
+        names = [str(name) for name in args.get("jobs") or []]
+        self._known(names)
+        return names
+
+    def _known(self, names: Iterable[str]) -> None:
+        """Every name a job of the file, or not_found with the closest names."""
+        jobs = self.loop.schedule.entries
+        for name in names:
+            if name not in jobs:
+                close = problems.close_matches(name, list(jobs), cutoff=0.6)
+                hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+                raise ControlError("not_found", f"no job {name!r} in the file{hint}")
+
+
+async def _next_line(
+    lines: asyncio.Queue[tuple[str, str] | None], ended: asyncio.Future[Any]
+) -> tuple[str, str] | None:
+    """The next line of a waited-for run, or None once it ended (and nothing is left)."""
+    if not lines.empty():
+        return lines.get_nowait()
+    getter = asyncio.ensure_future(lines.get())
+    await asyncio.wait({getter, ended}, return_when=asyncio.FIRST_COMPLETED)
+    if getter.done():
+        return getter.result()
+    getter.cancel()
+    return None
+
+
+def _instant(value: object) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        raise ControlError("bad_request", f"{value!r} is not an ISO-8601 instant") from None
+    if when.tzinfo is None:
+        raise ControlError("bad_request", f"{value!r} has no UTC offset")
+    return when
+
+
+def _looks_like_run_id(text: str) -> bool:
+    return len(text) == 36 and text.count("-") == 4
