@@ -13,6 +13,12 @@ side of the work is not measured here, only the door.
    the file's `daemon:` block), `crond ps --socket P`, beside `crond --version` (the
    interpreter's and click's start, the floor of any command), median of 10. Target:
    `crond ps FILE` within 100 ms of the floor.
+3. A real daemon: `crond ps FILE` and `crond trigger FILE JOB` against `crond run` (the
+   daemon's own work included: the run's spawn for trigger), median of 10.
+4. Start lag of 1 job `every: 1s` (30 slots; 10 with --quick) with nobody on the socket,
+   then with a client hammering it (`ps` requests back to back from a thread, a few
+   hundred a second), in the same run. Target: the median within 1.1x (+1 ms) of the
+   quiet one.
 
 Figures are printed, never asserted.
 """
@@ -161,12 +167,72 @@ def whole_commands(work: Path, runs: int) -> None:
         loop.stop()
 
 
+def real_daemon(work: Path, runs: int) -> None:
+    system = common.CrondSystem()
+    jobs = [common.JobDef("now", "true", cron="0 0 1 1 *"), *common.far_jobs(99, work / "s")]
+    launched = system.launch(jobs, work, 60)
+    try:
+        args = [str(work / "crond.yaml"), "--state-dir", str(work)]
+        times = whole([common.CROND, "ps", *args], runs)
+        row("crond ps FILE, a real daemon", "crond", summary(times, "s"))
+        times = whole([common.CROND, "trigger", args[0], "now", *args[1:]], runs)
+        row("crond trigger FILE JOB, a real daemon", "crond", summary(times, "s"))
+    finally:
+        launched.stop()
+
+
+def lag_while_hammered(work: Path, slots: int) -> None:
+    def make(out: Path) -> list[common.JobDef]:
+        return common.stamp_jobs(1, out, every="1s")
+
+    quiet_dir, busy_dir = work / "quiet", work / "busy"
+    quiet_dir.mkdir()
+    busy_dir.mkdir()
+    quiet = [lag for r in common.slot_rounds(common.CrondSystem(), make, 1, slots, quiet_dir)
+             for lag in r.lags]  # fmt: skip
+    stop = threading.Event()
+    sent = [0]
+
+    def hammer() -> None:
+        sock = busy_dir / "crond.sock"
+        while not stop.is_set():
+            try:
+                for _ in client.request(sock, "ps", {}, timeout=5):
+                    pass
+                sent[0] += 1
+            except client.ClientError:
+                time.sleep(0.01)  # not listening yet
+
+    thread = threading.Thread(target=hammer, daemon=True)
+    thread.start()
+    began = time.monotonic()
+    try:
+        busy = [lag for r in common.slot_rounds(common.CrondSystem(), make, 1, slots, busy_dir)
+                for lag in r.lags]  # fmt: skip
+    finally:
+        stop.set()
+        thread.join(10)
+    rate = sent[0] / (time.monotonic() - began)
+    row("1 job every: 1s, nobody on the socket", "crond", summary(quiet, p99=True))
+    ratio = statistics.median(busy) / statistics.median(quiet) if quiet and busy else 0.0
+    ok = 0 < statistics.median(busy) <= statistics.median(quiet) * 1.1 + 1.0
+    row(
+        f"  while a client sends {rate:.0f} ps/s",
+        "crond",
+        summary(busy, p99=True),
+        f"median {ratio:.2f}x; target <= 1.1x (+1 ms): {verdict(ok)}",
+    )
+
+
 def main() -> None:
     args = common.parser(__doc__).parse_args()
     common.header("control socket: round trips")
     with tempfile.TemporaryDirectory(prefix="bench-control-") as tmp:
         in_process(Path(tmp), 200 if args.quick else 2000)
         whole_commands(Path(tmp), 3 if args.quick else 10)
+        (Path(tmp) / "daemon").mkdir()
+        real_daemon(Path(tmp) / "daemon", 3 if args.quick else 10)
+        lag_while_hammered(Path(tmp), 10 if args.quick else 30)
 
 
 if __name__ == "__main__":

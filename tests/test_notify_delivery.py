@@ -120,7 +120,7 @@ def test_a_later_notification_waits_behind_one_that_waits_for_its_retry() -> Non
             slow = {**QUICK, "first_retry": 0.5}
             async with delivering({"hook": hook}, events=events, **slow) as delivery:
                 delivery.put(item(n=1))
-                await asyncio.to_thread(server.wait_for, 1, "/hook")  # r1 waits for its retry
+                await events.wait("notify.retry")  # r1 waits for its retry
                 delivery.put(item(n=2))  # could go now, but r1 is older
                 await events.wait("notify.sent", count=2)
             assert [r.json()["run_id"] for r in server.requests("/hook")] == ["r1", "r1", "r2"]

@@ -362,6 +362,15 @@ class Delivery:
             entry.due = asyncio.get_running_loop().time() + delay
             heapq.heappush(self._timers, entry.due)
             lane.retrying.append(entry)
+            self.log.debug(
+                "notify.retry",
+                notifier=_name(item),
+                job=item.job,
+                job_event=item.event,
+                tries=entry.tries,
+                delay_s=round(delay, 3),
+                error=error.error,
+            )
 
     # -- endings ---------------------------------------------------------------------
 
