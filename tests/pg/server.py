@@ -16,7 +16,8 @@ quits, and the next `start()` removes directories whose owner is gone.
 
 As a script, `python -m tests.pg.server [COMMAND...]` starts a server, runs COMMAND with
 DATABASE_URL and the PG* variables pointing at it, and stops it; with no command it
-prints the URL and waits for Ctrl-C.
+prints the URL and waits for Ctrl-C. `--which` prints the binaries' directory (status 2
+and the reason when there are none: .ci/run then installs them).
 """
 
 from __future__ import annotations
@@ -295,6 +296,15 @@ def _wait_ready(server: Server, log: Path, timeout: float) -> None:
         time.sleep(0.02)
 
 
+def _which() -> int:
+    try:
+        print(find_bindir())
+    except UnavailableError as exc:
+        print(f"tests.pg.server: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -306,8 +316,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "PGHOST, ...), then stop it and remove its files. Without COMMAND: print the URL "
         "and wait for Ctrl-C or SIGTERM.",
     )
+    parser.add_argument(
+        "--which", action="store_true", help="only print the server binaries' directory"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run")
     args = parser.parse_args(argv)
+    if args.which:
+        return _which()
     signal.signal(signal.SIGTERM, _raise_interrupt)
     began = time.monotonic()
     try:
