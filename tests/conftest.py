@@ -4,6 +4,9 @@ from pathlib import Path
 
 import pytest
 
+# A real PostgreSQL for the tests that ask for it (`pg_url`; tests/pg/plugin.py).
+pytest_plugins = ["tests.pg.plugin"]
+
 
 @pytest.fixture(autouse=True)
 def _own_state_dir(
