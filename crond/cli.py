@@ -38,9 +38,6 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")  # == logs.LEVEL
 # example file, 10 runs each, median 0.213 s with this, 0.235 s without.
 atexit.register(gc.freeze)
 
-# Not checked by click: a directory, a missing or an unreadable file is crond's own
-# located error (and JSON with --json), from the one reader of the file.
-_FILE = click.Path(path_type=Path)
 # `-` (exactly that) is standard input, for `validate` and `next` only: a preview or a
 # check, never a file the daemon runs (nor `./-`, a file of that name).
 _FILE_OR_STDIN = click.Path(allow_dash=True)
@@ -56,9 +53,10 @@ def _load(path: Path, *, check_owner: bool, stdin: bool = False) -> LoadedConfig
     return loader.load_file(path, enforce=check_owner, stdin=stdin)[0]
 
 
-def _load_or_exit(
+def load_or_exit(
     path: Path, *, as_json: bool = False, check_owner: bool = False, stdin: bool = False
 ) -> LoadedConfig:
+    """FILE's configuration, or its problems printed (as `validate` does) and exit 1."""
     from crond.config import problems  # noqa: PLC0415  (see the imports above)
 
     try:
@@ -84,7 +82,28 @@ def _exit_with(path: Path, exc: problems.ConfigError, *, as_json: bool = False) 
     sys.exit(1)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """Adds the commands that steer the running daemon (crond/control/commands.py) when
+    one is asked for or the list is (`--help`, completion): `crond --version` and the
+    commands here import nothing of theirs. The list is click's, sorted by name."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._add_control()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._add_control()
+        return super().list_commands(ctx)
+
+    def _add_control(self) -> None:
+        from crond.control import commands  # noqa: PLC0415  (the point: see the docstring)
+
+        for command in commands.COMMANDS:
+            self.add_command(command)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", "-V", prog_name="crond")
 def main() -> None:
     """crond: a declarative cron daemon. One YAML file lists the jobs."""
@@ -98,7 +117,7 @@ def validate(file: str, as_json: bool) -> None:
     from crond.config import loaded  # noqa: PLC0415  (see the imports above)
 
     path, stdin = _stdin_or_path(file)
-    cfg = _load_or_exit(path, as_json=as_json, check_owner=True, stdin=stdin)
+    cfg = load_or_exit(path, as_json=as_json, check_owner=True, stdin=stdin)
     warnings = [
         *cfg.env_warnings,
         *loaded.dst_warnings(cfg, SystemClock().now()),
@@ -156,7 +175,7 @@ def next_(
     from crond.when import preview  # noqa: PLC0415  (keeps `validate` start-up lean)
 
     path, stdin = _stdin_or_path(file)
-    cfg = _load_or_exit(path, stdin=stdin)
+    cfg = load_or_exit(path, stdin=stdin)
     unknown = [name for name in jobs if name not in cfg.jobs]
     if unknown:
         raise click.BadParameter(
@@ -177,7 +196,7 @@ def next_(
 
 
 @main.command()
-@click.argument("file", type=_FILE)
+@click.argument("file", type=params.FILE)
 @click.option(
     "--liveness-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -236,12 +255,12 @@ def run(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
 
 
 @main.command(name="run-job")
-@click.argument("file", type=_FILE)
+@click.argument("file", type=params.FILE)
 @click.argument("name")
 @click.option("--log-format", type=click.Choice(["json", "console"]), default=None)
 def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
     """Run job NAME once now, exactly as the daemon would; exit with its status."""
-    cfg = _load_or_exit(file, check_owner=True)
+    cfg = load_or_exit(file, check_owner=True)
     if name not in cfg.jobs:
         raise click.BadParameter(
             f"no job named {name} in {file} (jobs: {', '.join(cfg.jobs)})", param_hint="NAME"
@@ -273,14 +292,6 @@ def health(liveness_file: Path, max_age: timedelta | None) -> None:
     sys.exit(0 if result.ok else 1)
 
 
-_STATE_DIR = click.option(
-    "--state-dir",
-    default=None,
-    metavar="DIR",
-    help="The daemon's state store (default: daemon.state_dir, else the default place).",
-)
-
-
 def _open_reader(cfg: LoadedConfig, flag: str | None) -> tuple[Reader | None, str | None]:
     """The store read-only, or None and why not (said on stderr by the caller)."""
     try:
@@ -290,8 +301,8 @@ def _open_reader(cfg: LoadedConfig, flag: str | None) -> tuple[Reader | None, st
 
 
 @main.command()
-@click.argument("file", type=_FILE)
-@_STATE_DIR
+@click.argument("file", type=params.FILE)
+@params.STATE_DIR
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     """Each job of FILE: schedule, last run, last success, next fire, running now."""
@@ -349,9 +360,9 @@ def _write(text: str) -> None:
 
 
 @main.command()
-@click.argument("file", type=_FILE)
+@click.argument("file", type=params.FILE)
 @click.argument("job", required=False)
-@_STATE_DIR
+@params.STATE_DIR
 @click.option(
     "-n",
     "count",
@@ -406,210 +417,3 @@ def history(file: Path, job: str | None, state_dir: str | None, count: int, as_j
         click.echo((view.format_history_json if as_json else view.format_history)(attempts))
     if broken is not None:
         sys.exit(1)
-
-
-# --- Steering the running daemon, through its control socket (crond/control/) -------------
-
-_SOCKET = click.option(
-    "--socket",
-    "socket_flag",
-    type=click.Path(path_type=Path),
-    default=None,
-    metavar="P",
-    help="The daemon's control socket (default: daemon.control_socket, else crond.sock in "
-    "the state directory).",
-)
-# Codes of the daemon's refusals that are about what was asked (exit 1); the others say
-# the command could not steer it at all (exit 2, as no daemon).
-_ASKED_WRONG = ("refused", "not_found")
-
-
-def _socket_of(file: Path, state_dir: str | None, flag: Path | None) -> Path:
-    """Where the daemon running FILE listens: `--socket`, else as the daemon finds it
-    (crond/control/where.py), from the file's `daemon:` block alone when that is clear."""
-    if flag is not None:
-        return flag
-    from crond import ownership  # noqa: PLC0415  (see the imports above)
-    from crond.control import where  # noqa: PLC0415
-
-    try:
-        raw = ownership.read_schedules_file(file, enforce=False)
-    except ownership.FileRefused as exc:
-        click.echo(f"crond: {exc}", err=True)
-        sys.exit(1)
-    hint = where.hint(raw)
-    if hint is None:
-        cfg = _load_or_exit(file)
-        hint = getattr(cfg.daemon, "control_socket", None), cfg.daemon.state_dir
-    configured, configured_dir = hint
-    path = where.resolve(configured, state_dir, configured_dir)
-    if path is None:
-        click.echo(f"crond: {file} turns the control socket off (control_socket: none)", err=True)
-        sys.exit(2)
-    return where.fallback(path, configured, state_dir, configured_dir)
-
-
-def _steer(
-    file: Path,
-    state_dir: str | None,
-    flag: Path | None,
-    cmd: str,
-    args: dict[str, object],
-    *,
-    wait: bool = False,
-) -> dict[str, object]:
-    """Send `cmd` to the daemon running FILE; its result. Stream lines are printed as
-    they come (stdout's to stdout, stderr's to stderr). A refusal is printed as the daemon
-    said it, and exits 1 (about what was asked) or 2 (could not steer it at all)."""
-    from crond.control import client  # noqa: PLC0415  (see the imports above)
-
-    path = _socket_of(file, state_dir, flag)
-    final: dict[str, object] = {}
-    try:
-        # A trigger of an `overlap: replace` job answers once the runs it replaces have
-        # stopped (up to their kill_after): no deadline, as for --wait.
-        patient = wait or cmd == "trigger"
-        for message in client.request(path, cmd, args, timeout=None if patient else client.TIMEOUT):
-            if "ok" in message:
-                final = message
-            else:
-                _echo_stream(message)
-    except client.NoDaemon:
-        click.echo(f"crond: no crond is running for {file} (no socket at {path})", err=True)
-        sys.exit(2)
-    except client.ClientError as exc:
-        click.echo(f"crond: {exc}", err=True)
-        sys.exit(2)
-    if final.get("ok") is not True:
-        click.echo(f"crond: {final.get('error') or 'the daemon refused'}", err=True)
-        sys.exit(1 if final.get("code") in _ASKED_WRONG else 2)
-    result = final.get("result")
-    return result if isinstance(result, dict) else {}
-
-
-def _echo_stream(message: dict[str, object]) -> None:
-    line = message.get("line")
-    if isinstance(line, str):
-        click.echo(line, err=message.get("stream") == "stderr")
-
-
-def _selection(jobs: tuple[str, ...], every: bool) -> dict[str, object]:
-    if bool(jobs) == every:
-        raise click.UsageError("name the jobs, or give --all (not both)")
-    return {"all": True} if every else {"jobs": list(jobs)}
-
-
-@main.command()
-@click.argument("file", type=_FILE)
-@_STATE_DIR
-@_SOCKET
-@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
-def ps(file: Path, state_dir: str | None, socket_flag: Path | None, as_json: bool) -> None:
-    """Runs going now in the daemon running FILE."""
-    from crond.control import views  # noqa: PLC0415  (see the imports above)
-
-    runs = _steer(file, state_dir, socket_flag, "ps", {}).get("runs")
-    runs = [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
-    if as_json:
-        for run in runs:
-            click.echo(json.dumps(run))
-    elif runs:
-        click.echo(views.format_ps(runs))
-    else:
-        click.echo("nothing running", err=True)
-
-
-@main.command()
-@click.argument("file", type=_FILE)
-@click.argument("job")
-@_STATE_DIR
-@_SOCKET
-@click.option(
-    "--wait",
-    is_flag=True,
-    help="Print the run's output as it comes and exit with its exit status.",
-)
-def trigger(
-    file: Path, job: str, state_dir: str | None, socket_flag: Path | None, wait: bool
-) -> None:
-    """Start a run of JOB now, in the daemon running FILE; print its run id."""
-    from crond.control import views  # noqa: PLC0415  (see the imports above)
-
-    result = _steer(file, state_dir, socket_flag, "trigger", {"job": job, "wait": wait}, wait=wait)
-    if not wait:
-        click.echo(str(result.get("run_id", "")))
-        return
-    click.echo(views.format_ended(job, result), err=True)
-    sys.exit(views.exit_status(result))
-
-
-@main.command()
-@click.argument("file", type=_FILE)
-@click.argument("target", metavar="JOB|RUN_ID")
-@_STATE_DIR
-@_SOCKET
-def kill(file: Path, target: str, state_dir: str | None, socket_flag: Path | None) -> None:
-    """Stop the running run(s) of a job, or one run, as a timeout does."""
-    from crond.control import views  # noqa: PLC0415  (see the imports above)
-
-    stopped = _steer(file, state_dir, socket_flag, "kill", {"target": target}).get("stopped")
-    stopped = [s for s in stopped if isinstance(s, dict)] if isinstance(stopped, list) else []
-    if not stopped:
-        click.echo(f"crond: nothing running for {target}", err=True)
-        sys.exit(1)
-    click.echo(views.format_stopped(stopped))
-
-
-@main.command()
-@click.argument("file", type=_FILE)
-@click.argument("jobs", nargs=-1, metavar="[JOB]...")
-@click.option("--all", "every", is_flag=True, help="Every job of the file.")
-@click.option("--for", "for_", type=params.DURATION, default=None, help="For this long (1h).")
-@click.option(
-    "--until", type=params.INSTANT, default=None, help="Until this instant (ISO-8601 with offset)."
-)
-@click.option("--note", default=None, metavar="TEXT", help="Why (shown by `crond status`).")
-@_STATE_DIR
-@_SOCKET
-def pause(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
-    file: Path,
-    jobs: tuple[str, ...],
-    every: bool,
-    for_: timedelta | None,
-    until: datetime | None,
-    note: str | None,
-    state_dir: str | None,
-    socket_flag: Path | None,
-) -> None:
-    """Pause jobs: their slots are skipped until resumed (or --for, --until)."""
-    from crond.control import protocol, views  # noqa: PLC0415  (see the imports above)
-
-    args = _selection(jobs, every)
-    if for_ is not None and until is not None:
-        raise click.UsageError("give --for or --until, not both")
-    now = SystemClock().now()
-    if for_ is not None:
-        until = now + for_
-    if until is not None and until <= now:
-        raise click.BadParameter("that instant has passed", param_hint="--until")
-    if note is not None and len(note) > protocol.MAX_NOTE:
-        raise click.BadParameter(f"at most {protocol.MAX_NOTE} characters", param_hint="--note")
-    args |= {"until": until.isoformat().replace("+00:00", "Z") if until else None, "note": note}
-    click.echo(views.format_paused(_steer(file, state_dir, socket_flag, "pause", args)))
-
-
-@main.command()
-@click.argument("file", type=_FILE)
-@click.argument("jobs", nargs=-1, metavar="[JOB]...")
-@click.option("--all", "every", is_flag=True, help="Every paused job.")
-@_STATE_DIR
-@_SOCKET
-def resume(
-    file: Path, jobs: tuple[str, ...], every: bool, state_dir: str | None, socket_flag: Path | None
-) -> None:
-    """Resume paused jobs; say how many slots each skipped."""
-    from crond.control import views  # noqa: PLC0415  (see the imports above)
-
-    resumed = _steer(file, state_dir, socket_flag, "resume", _selection(jobs, every)).get("resumed")
-    resumed = [r for r in resumed if isinstance(r, dict)] if isinstance(resumed, list) else []
-    click.echo(views.format_resumed(resumed))

@@ -1,9 +1,11 @@
 """The kinds of value the `crond` command line takes (durations, a heartbeat, an
-instant), each refused with a message that says what would be right."""
+instant), each refused with a message that says what would be right; and what the
+commands of crond/cli.py and crond/control/commands.py share (FILE, `--state-dir`)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import click
 
@@ -76,3 +78,15 @@ ADDRESS = _AddressType()
 DURATION = _DurationType()
 HEARTBEAT = _HeartbeatType()
 INSTANT = _InstantType()
+
+# Not checked by click: a directory, a missing or an unreadable file is crond's own
+# located error (and JSON with --json), from the one reader of the file.
+FILE = click.Path(path_type=Path)
+
+# Where the commands that read or steer the daemon find its store (and its socket).
+STATE_DIR = click.option(
+    "--state-dir",
+    default=None,
+    metavar="DIR",
+    help="The daemon's state store (default: daemon.state_dir, else the default place).",
+)
