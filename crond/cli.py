@@ -10,12 +10,13 @@ import os
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import click
 
 from crond import __version__
 from crond import cliparams as params
+from crond.clifile import exit_with, load, load_or_exit
 from crond.clock import SystemClock
 from crond.daemon import liveness
 from crond.store import locate
@@ -23,7 +24,6 @@ from crond.store.base import Reader, StateError
 
 if TYPE_CHECKING:
     from crond import logs
-    from crond.config import problems
     from crond.config.loaded import LoadedConfig
 
 # Modules are imported by the commands that use them: the daemon's (structlog, the
@@ -45,41 +45,6 @@ _FILE_OR_STDIN = click.Path(allow_dash=True)
 
 def _stdin_or_path(file: str) -> tuple[Path, bool]:
     return Path(file), file == "-"
-
-
-def _load(path: Path, *, check_owner: bool, stdin: bool = False) -> LoadedConfig:
-    from crond.config import loader  # noqa: PLC0415  (see the imports above)
-
-    return loader.load_file(path, enforce=check_owner, stdin=stdin)[0]
-
-
-def load_or_exit(
-    path: Path, *, as_json: bool = False, check_owner: bool = False, stdin: bool = False
-) -> LoadedConfig:
-    """FILE's configuration, or its problems printed (as `validate` does) and exit 1."""
-    from crond.config import problems  # noqa: PLC0415  (see the imports above)
-
-    try:
-        return _load(path, check_owner=check_owner, stdin=stdin)
-    except problems.ConfigError as exc:
-        _exit_with(Path("<stdin>") if stdin else path, exc, as_json=as_json)
-
-
-def _exit_with(path: Path, exc: problems.ConfigError, *, as_json: bool = False) -> NoReturn:
-    """Print a file's problems (as `validate` does) and exit 1."""
-    if as_json:
-        click.echo(
-            json.dumps({"ok": False, "jobs": 0, "errors": [p.as_dict() for p in exc.problems]})
-        )
-    else:
-        for problem in exc.problems:
-            click.echo(str(problem), err=True)
-        count, name = len(exc.problems), path
-        from crond.config.problems import MAX_PROBLEMS  # noqa: PLC0415  (see the imports above)
-
-        said = f"more than {MAX_PROBLEMS:,}" if count > MAX_PROBLEMS else str(count)
-        click.echo(f"{name}: {said} error{'s' if count != 1 else ''}", err=True)
-    sys.exit(1)
 
 
 class _Group(click.Group):
@@ -316,13 +281,13 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     from crond.config import problems  # noqa: PLC0415  (not needed above: see the imports)
 
     try:
-        cfg = _load(file, check_owner=False)
+        cfg = load(file, check_owner=False)
     except problems.ConfigError as exc:
         # A broken edit is what the daemon refuses to reload: it runs the jobs it had, and
         # those are worth seeing. The errors first, then that, and exit 1 all the same.
         running = view.quick(file, state_dir, now, as_json=as_json, same_bytes=False)
         if running is None:
-            _exit_with(file, exc)
+            exit_with(file, exc)
         for problem in exc.problems:
             click.echo(str(problem), err=True)
         click.echo(
@@ -378,7 +343,7 @@ def history(file: Path, job: str | None, state_dir: str | None, count: int, as_j
     from crond.config import problems  # noqa: PLC0415  (see the imports above)
 
     try:
-        cfg: LoadedConfig | None = _load(file, check_owner=False)
+        cfg: LoadedConfig | None = load(file, check_owner=False)
         broken = None
     except problems.ConfigError as exc:
         # As for `status`: a broken edit does not make the past unreadable.
@@ -391,7 +356,7 @@ def history(file: Path, job: str | None, state_dir: str | None, count: int, as_j
         )
     except StateError as exc:
         if broken is not None:
-            _exit_with(file, broken)
+            exit_with(file, broken)
         click.echo(f"crond: {exc}", err=True)
         sys.exit(1)
     if broken is not None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import click
 
-from crond import cli
 from crond import cliparams as params
+from crond.clifile import load_or_exit
 from crond.clock import SystemClock
 
 # What a command needs beyond this (the client, the views, the file's loader) it imports
@@ -49,7 +49,7 @@ def _socket_of(file: Path, state_dir: str | None, flag: Path | None) -> Path:
         sys.exit(1)
     hint = where.hint(raw)
     if hint is None:
-        cfg = cli.load_or_exit(file)
+        cfg = load_or_exit(file)
         hint = getattr(cfg.daemon, "control_socket", None), cfg.daemon.state_dir
     configured, configured_dir = hint
     path = where.resolve(configured, state_dir, configured_dir)
