@@ -30,40 +30,14 @@ from crond.config.model import Catchup, Overlap
 from crond.config.wording import quote
 from crond.daemon.pauses import Pauses
 from crond.daemon.queue import RunQueue
+from crond.daemon.runs import Gate, Launch, Pending, RunHandle
 from crond.when.plan import Decision, Entry, Schedule, make_entry, plan_entry
 from crond.when.timing import Fire
 
+# The runs' names too: the daemon and the tests import them from here.
+__all__ = ["ConfigDiff", "Gate", "Launch", "Loop", "Pending", "RunHandle", "Watcher"]
+
 _SECOND = timedelta(seconds=1)
-
-
-class RunHandle(Protocol):
-    """What the loop needs of a run (runner.Run is one)."""
-
-    run_id: str
-
-    async def drive(self) -> object:
-        """The run's work, to its end: the loop awaits it once, in a task of its own."""
-        ...
-
-    async def wait(self) -> object:
-        """The run's end, for others: cancelling the waiter does not cancel the run."""
-        ...
-
-    def stop(self) -> None: ...
-
-    def kill(self) -> None: ...
-
-
-# Called by a run just before it spawns its process (and by the loop before anything else
-# it does for a slot): returns at the slot, not before (see Loop._tick).
-Gate = Callable[[], None]
-
-
-class Launch(Protocol):
-    """Spawn a run of `job` for `slot` now (passing `gate` just before the spawn) and
-    return it; its work is then the loop's to drive."""
-
-    def __call__(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> RunHandle: ...
 
 
 class Watcher(Protocol):
@@ -85,47 +59,6 @@ class ConfigDiff:
     added: list[str]
     removed: list[str]
     changed: list[str]
-
-
-class Pending:
-    """A triggered run of an `overlap: replace` job with runs going: those are stopped
-    first, and the run starts once they have all ended. A RunHandle: `run_id` is "" until
-    then; `started()` says which run it became (None: none, the daemon stopped first, or
-    the pending run was stopped); `stop()`/`kill()` before that cancel it."""
-
-    def __init__(self, job: str) -> None:
-        self.job = job
-        self.run_id = ""
-        self.run: RunHandle | None = None
-        self.cancelled = False
-        self._started: asyncio.Future[RunHandle | None] = asyncio.get_running_loop().create_future()
-
-    async def started(self) -> RunHandle | None:
-        return await asyncio.shield(self._started)
-
-    async def drive(self) -> object:
-        raise RuntimeError("a pending run is started and driven by the loop")
-
-    async def wait(self) -> object:
-        run = await self.started()
-        return None if run is None else await run.wait()
-
-    def stop(self) -> None:
-        self.cancelled = True
-        if self.run is not None:
-            self.run.stop()
-
-    def kill(self) -> None:
-        self.cancelled = True
-        if self.run is not None:
-            self.run.kill()
-
-    def settle(self, run: RunHandle | None) -> None:
-        """The loop's: the run it became (None: it never started)."""
-        if not self._started.done():
-            self.run = run
-            self.run_id = run.run_id if run is not None else ""
-            self._started.set_result(run)
 
 
 class Loop:
