@@ -6,18 +6,17 @@ heartbeat, and re-reads the clock after every wake. It calls `beat` once per hea
 stale. The work of every run it starts is a task of its TaskGroup (`Loop._start`): no
 run outlives `Loop.run`, and one cancelled with it kills and reaps its processes.
 
-Steering (`crond pause`, `trigger`, `kill`; docs/schedules.md): pauses are held here by
-job name, so they outlive a reload, and a paused job's slots are passed over and counted
-as they come; a pause with an end wakes the loop at that end, as a fire would. The
-daemon's `max_running` is the loop's too: a due run beyond it waits in a queue, first
-come first served, until a run ends or its grace runs out. Jobs neither paused nor
-queued cost the planner one truth test of each (empty) dict.
+Steering (`crond pause`, `trigger`, `kill`; docs/control.md) goes through the loop,
+which keeps its public face; the rules live beside it: pauses in `crond.daemon.pauses`
+(a paused job's slots are passed over and counted; a pause with an end wakes the loop at
+that end, as a fire would), the daemon's `max_running` in `crond.daemon.queue` (a due
+run beyond it waits, first come first served, until a run ends or its grace runs out).
+Jobs neither paused nor queued cost the planner one truth test of each (empty) dict.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -29,45 +28,16 @@ from crond.clock import Clock, iso_utc
 from crond.config.loaded import LoadedJob
 from crond.config.model import Catchup, Overlap
 from crond.config.wording import quote
-from crond.when.plan import Decision, Entry, Missed, Schedule, make_entry, plan_entry
+from crond.daemon.pauses import Pauses
+from crond.daemon.queue import RunQueue
+from crond.daemon.runs import Gate, Launch, Pending, RunHandle
+from crond.when.plan import Decision, Entry, Schedule, make_entry, plan_entry
 from crond.when.timing import Fire
 
+# The runs' names too: the daemon and the tests import them from here.
+__all__ = ["ConfigDiff", "Gate", "Launch", "Loop", "Pending", "RunHandle", "Watcher"]
+
 _SECOND = timedelta(seconds=1)
-# A queued run whose grace ends at t is missed after t (R9: `now - slot <= grace` starts):
-# the loop wakes this much after t, never at t itself (it would find nothing to do, and
-# wake at t again).
-_AFTER = timedelta(microseconds=1)
-_NOTHING_HELD: frozenset[int] = frozenset()
-
-
-class RunHandle(Protocol):
-    """What the loop needs of a run (runner.Run is one)."""
-
-    run_id: str
-
-    async def drive(self) -> object:
-        """The run's work, to its end: the loop awaits it once, in a task of its own."""
-        ...
-
-    async def wait(self) -> object:
-        """The run's end, for others: cancelling the waiter does not cancel the run."""
-        ...
-
-    def stop(self) -> None: ...
-
-    def kill(self) -> None: ...
-
-
-# Called by a run just before it spawns its process (and by the loop before anything else
-# it does for a slot): returns at the slot, not before (see Loop._tick).
-Gate = Callable[[], None]
-
-
-class Launch(Protocol):
-    """Spawn a run of `job` for `slot` now (passing `gate` just before the spawn) and
-    return it; its work is then the loop's to drive."""
-
-    def __call__(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> RunHandle: ...
 
 
 class Watcher(Protocol):
@@ -89,62 +59,6 @@ class ConfigDiff:
     added: list[str]
     removed: list[str]
     changed: list[str]
-
-
-@dataclass
-class _Pause:
-    until: datetime | None  # None: until resumed
-    skipped: int = 0  # the slots passed over so far
-
-
-@dataclass(frozen=True)
-class _Queued:
-    """A due run waiting for a place under the daemon's `max_running`."""
-
-    job: LoadedJob
-    slot: datetime
-    deadline: datetime  # slot + the job's grace: missed after it
-
-
-class Pending:
-    """A triggered run of an `overlap: replace` job with runs going: those are stopped
-    first, and the run starts once they have all ended. A RunHandle: `run_id` is "" until
-    then; `started()` says which run it became (None: none, the daemon stopped first, or
-    the pending run was stopped); `stop()`/`kill()` before that cancel it."""
-
-    def __init__(self, job: str) -> None:
-        self.job = job
-        self.run_id = ""
-        self.run: RunHandle | None = None
-        self.cancelled = False
-        self._started: asyncio.Future[RunHandle | None] = asyncio.get_running_loop().create_future()
-
-    async def started(self) -> RunHandle | None:
-        return await asyncio.shield(self._started)
-
-    async def drive(self) -> object:
-        raise RuntimeError("a pending run is started and driven by the loop")
-
-    async def wait(self) -> object:
-        run = await self.started()
-        return None if run is None else await run.wait()
-
-    def stop(self) -> None:
-        self.cancelled = True
-        if self.run is not None:
-            self.run.stop()
-
-    def kill(self) -> None:
-        self.cancelled = True
-        if self.run is not None:
-            self.run.kill()
-
-    def settle(self, run: RunHandle | None) -> None:
-        """The loop's: the run it became (None: it never started)."""
-        if not self._started.done():
-            self.run = run
-            self.run_id = run.run_id if run is not None else ""
-            self._started.set_result(run)
 
 
 class Loop:
@@ -181,20 +95,13 @@ class Loop:
         self.idle.set()
         self._stopping = False
         self._tasks: asyncio.TaskGroup | None = None
-        # Pauses, by job name (a job removed and added again keeps its pause), and the
-        # earliest end among them: the loop wakes then.
-        self._pauses: dict[str, _Pause] = {}
-        self._pause_ends: datetime | None = None
+        self._pauses = Pauses(self.schedule)
         # Told when a pause ran out by itself: the job, the slots it passed over. Called
         # from the loop's turn, as the watcher is: must be quick and never raise.
         self.on_resumed: Callable[[str, int], None] | None = None
-        # Runs waiting for the daemon's max_running, in the order they fell due; how many
-        # of each job (they count as going, for the job's overlap and max_running); and
-        # the earliest end of grace among them (the loop wakes just after it).
-        self._max_running: int | None = None
-        self._queue: deque[_Queued] = deque()
-        self._queued: dict[str, int] = {}
-        self._queue_ends: datetime | None = None
+        self._queue = RunQueue(
+            schedule=self.schedule, log=log, running=self.running_count, tell=self._tell
+        )
 
     # --- configuration --------------------------------------------------------------
 
@@ -229,11 +136,11 @@ class Loop:
     @property
     def max_running(self) -> int | None:
         """The daemon's limit of runs going at once (None: none); set at each load."""
-        return self._max_running
+        return self._queue.limit
 
     @max_running.setter
     def max_running(self, limit: int | None) -> None:
-        self._max_running = limit
+        self._queue.limit = limit
         self._wake.set()  # a higher limit lets queued runs start now
 
     # --- steering: pause, resume, trigger, kill --------------------------------------
@@ -242,24 +149,19 @@ class Loop:
         """Pass over `name`'s slots from now until `until` (None: until resumed); pausing a
         paused job again replaces its end and keeps its count. Any name is taken: a job
         not (or no longer) in the file keeps its pause for when it is."""
-        held = self._pauses.get(name)
-        if held is None:
-            self._pauses[name] = _Pause(until)
-        else:
-            held.until = until
-        self._pauses_changed()
+        self._pauses.pause(name, until)
+        self._wake.set()  # its end is a new instant to wake at
 
     def resume(self, name: str) -> int | None:
         """End `name`'s pause: the slots it passed over; None if it was not paused."""
-        held = self._pauses.pop(name, None)
-        if held is None:
-            return None
-        self._pauses_changed()
-        return held.skipped
+        skipped = self._pauses.resume(name)
+        if skipped is not None:
+            self._wake.set()
+        return skipped
 
     def pauses(self) -> dict[str, datetime | None]:
         """The paused jobs and the end of each pause (None: until resumed)."""
-        return {name: held.until for name, held in self._pauses.items()}
+        return self._pauses.listing()
 
     def trigger(self, name: str) -> RunHandle | str:
         """Start a run of `name` now (its slot: now), as a scheduled one would start, also
@@ -272,7 +174,7 @@ class Loop:
         runs = list(self.running.get(name, ()))
         now = self.clock.now()
         if job.settings.overlap is Overlap.REPLACE:
-            self._drop_queued(name)
+            self._queue.drop(name)
             if runs:
                 pending = Pending(name)
                 for run in runs:
@@ -291,19 +193,15 @@ class Loop:
             return f"there is no job {quote(name)}"
         settings = entry.job.settings
         runs = len(self.running.get(name, ()))
-        going = runs + self._queued.get(name, 0)
+        going = runs + self._queue.counts.get(name, 0)
         if going and settings.overlap is Overlap.SKIP:
             return f"{name} has a run going and overlap: skip"
         limit = settings.max_running
         if limit is not None and going >= limit:
             return f"{name} has {going} runs going, its max_running"
-        daemon_limit = self._max_running
-        replacing = runs and settings.overlap is Overlap.REPLACE
-        if daemon_limit is not None and not replacing:
-            count = self.running_count()
-            if count >= daemon_limit or self._queue:
-                return f"the daemon has {count} runs going, its max_running ({daemon_limit})"
-        return None
+        if runs and settings.overlap is Overlap.REPLACE:
+            return None  # the replacement takes the place of the runs it stops
+        return self._queue.refusal()
 
     def kill(self, target: str) -> list[RunHandle]:
         """Stop the runs of job `target`, or the run whose run_id is `target`, as a
@@ -314,123 +212,31 @@ class Loop:
             run.stop()
         return chosen
 
-    def _pauses_changed(self) -> None:
-        ends = [held.until for held in self._pauses.values() if held.until is not None]
-        self._pause_ends = min(ends) if ends else None
-        self._wake.set()
-
     def _expire(self, now: datetime) -> None:
-        """End the pauses whose end has come: the slots before it are passed over first
-        (they were, unless the loop slept through them), and `on_resumed` is told."""
-        if self._pause_ends is None or self._pause_ends > now:
-            return
-        ended = [
-            (name, held)
-            for name, held in self._pauses.items()
-            if held.until is not None and held.until <= now
-        ]
-        for name, held in ended:
-            assert held.until is not None
-            held.skipped += self._pass_over(name, held.until)
-            del self._pauses[name]
-        self._pauses_changed()
-        for name, held in ended:
+        """End the pauses whose end has come, and tell `on_resumed` of each."""
+        ended = self._pauses.expire(now)
+        if ended:
+            self._wake.set()
+        for name, skipped in ended:
             if self.on_resumed is not None:
-                self.on_resumed(name, held.skipped)
-
-    def _pass_over(self, name: str, until: datetime) -> int:
-        """The slots of `name` due before `until` and not yet planned, passed over."""
-        entry = self.schedule.entries.get(name)
-        fire = None if entry is None else entry.next_fire
-        if entry is None or fire is None or fire.at >= until:
-            return 0
-        decision = plan_entry(entry, until - _AFTER, 0, paused=True)
-        self.schedule.apply(entry, decision)
-        return decision.paused
-
-    # --- the daemon's max_running: the queue --------------------------------------------
-
-    def _hold(self, decisions: list[Decision]) -> frozenset[int]:
-        """Which of a wake's decisions wait in the queue: the starts beyond the daemon's
-        max_running, and all starts while runs are queued (first come, first served). A
-        replacement of runs going takes their place: never held."""
-        limit = self._max_running
-        if limit is None:
-            return _NOTHING_HELD
-        room = limit - self.running_count()
-        held: set[int] = set()
-        for i, decision in enumerate(decisions):
-            if decision.start is None or self._replacing(decision):
-                continue
-            if self._queue or room <= 0:
-                held.add(i)
-            else:
-                room -= 1
-        return frozenset(held)
-
-    def _replacing(self, decision: Decision) -> bool:
-        return decision.replace and bool(self.running.get(decision.job))
-
-    def _enqueue(self, job: LoadedJob, slot: datetime) -> None:
-        deadline = slot + job.settings.grace
-        self._queue.append(_Queued(job, slot, deadline))
-        self._queued[job.name] = self._queued.get(job.name, 0) + 1
-        if self._queue_ends is None or deadline < self._queue_ends:
-            self._queue_ends = deadline
-        self.log.warning(
-            "job.queued", job=job.name, slot=iso_utc(slot), running=self.running_count()
-        )
+                self.on_resumed(name, skipped)
 
     def _drain(self, now: datetime) -> None:
-        """Start the queued runs there is room for, in order; those whose grace ran out
-        while they waited are missed (reason queue); those of a job removed since are
-        dropped, those of a job paused since are passed over."""
-        limit = self._max_running
-        room = None if limit is None else limit - self.running_count()
-        starts: list[tuple[LoadedJob, datetime]] = []
-        kept: deque[_Queued] = deque()
-        for item in self._queue:
-            if now > item.deadline:
-                self._missed_in_queue(item)
-            elif room is not None and room <= len(starts):
-                kept.append(item)
-            elif (entry := self.schedule.entries.get(item.job.name)) is not None:
-                if self._paused_at(item.job.name, now):
-                    self._pauses[item.job.name].skipped += 1
-                else:
-                    starts.append((entry.job, item.slot))
-        self._queue = kept
-        self._queued = {}
-        for item in kept:
-            self._queued[item.job.name] = self._queued.get(item.job.name, 0) + 1
-        self._queue_ends = min((item.deadline for item in kept), default=None)
+        """Start the queued runs there is room for now (the others wait on, or are missed)."""
+        starts = self._queue.drain(now, self._pauses)
         if starts and self.prepare is not None:
             self.prepare(starts, now)
         for job, slot in starts:
             self._start(job, slot)
 
-    def _drop_queued(self, name: str) -> None:
-        """The queued runs of `name`, replaced by a newer one (overlap: replace): missed."""
-        if name not in self._queued:
-            return
-        for item in [item for item in self._queue if item.job.name == name]:
-            self._queue.remove(item)
-            self._missed_in_queue(item)
-        del self._queued[name]
-        self._queue_ends = min((item.deadline for item in self._queue), default=None)
+    def _replacing(self, decision: Decision) -> bool:
+        return decision.replace and bool(self.running.get(decision.job))
 
-    def _missed_in_queue(self, item: _Queued) -> None:
-        entry = self.schedule.entries.get(item.job.name)
-        cursor, fire = (item.slot, None) if entry is None else (entry.cursor, entry.next_fire)
-        missed = Missed(1, item.slot, item.slot, reason="queue")
-        decision = Decision(item.job.name, cursor, fire, missed=missed)
-        _log_decision(self.log, item.job, decision)
+    def _tell(self, job: LoadedJob, decision: Decision) -> None:
+        """A decision taken outside the planner (a queued run missed): logged and told."""
+        _log_decision(self.log, job, decision)
         if self.watcher is not None:
-            self.watcher.decided(item.job, decision)
-
-    def _paused_at(self, name: str, at: datetime) -> bool:
-        held = self._pauses.get(name)
-        return held is not None and (held.until is None or held.until > at)
+            self.watcher.decided(job, decision)
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -483,10 +289,10 @@ class Loop:
         due = None if self._stopping else self.schedule.next_due()
         limit = now + timedelta(seconds=max(0.0, beat_in))
         target = min(due[0] - self.clock.lead, limit) if due else limit
-        if self._pause_ends is not None:  # exactly at the end, as a fire (no lead: no spawn)
-            target = min(target, self._pause_ends)
-        if self._queue_ends is not None and not self._stopping:
-            target = min(target, self._queue_ends + _AFTER)
+        if self._pauses.ends is not None:  # exactly at the end, as a fire (no lead: no spawn)
+            target = min(target, self._pauses.ends)
+        if (queue_wake := self._queue.wake_at()) is not None and not self._stopping:
+            target = min(target, queue_wake)
         if target <= now or self._wake.is_set():
             self._wake.clear()
             await asyncio.sleep(0)
@@ -519,9 +325,9 @@ class Loop:
         due = self.schedule.pop_due(now + self.clock.lead)
         at = max([now, *(entry.next_fire.at for entry in due if entry.next_fire is not None)])
         decisions, moved = _plan(
-            self.schedule, due, at, self.running, pauses=self._pauses, queued=self._queued
+            self.schedule, due, at, self.running, pauses=self._pauses, queued=self._queue.counts
         )
-        held = self._hold(decisions)
+        held = self._queue.hold(decisions, self._replacing)
         if self.prepare is not None and (starts := self._starts(due, decisions, held)):
             self.prepare(starts, at)  # all of them, before any is spawned
         gate = _gate(self.clock, at) if at > now else None
@@ -555,8 +361,7 @@ class Loop:
         if decision.start is None:
             return
         if decision.replace:
-            if self._queued:
-                self._drop_queued(job.name)
+            self._queue.drop(job.name)
             old = list(self.running.get(job.name, ()))
             if old:
                 for run in old:
@@ -564,7 +369,7 @@ class Loop:
                 self._own(self._start_after(job, decision.start, old))
                 return
         if queued:
-            self._enqueue(job, decision.start)
+            self._queue.put(job, decision.start)
         else:
             self._start(job, decision.start, gate)
 
@@ -627,7 +432,7 @@ def _plan(
     at: datetime,
     running: Mapping[str, list[RunHandle]],
     *,
-    pauses: Mapping[str, _Pause],
+    pauses: Pauses,
     queued: Mapping[str, int],
 ) -> tuple[list[Decision], list[tuple[str, datetime]]]:
     """Each due entry's decision as of `at`, applied (its next fire moved on); and the
@@ -636,16 +441,14 @@ def _plan(
     ending at `at` or before is over: its slot at `at` runs)."""
     decisions: list[Decision] = []
     moved: list[tuple[str, datetime]] = []
+    paused = pauses.held
     for entry in due:
         name = entry.name
         going = len(running.get(name, ()))
         if queued:
             going += queued.get(name, 0)
-        if pauses and name in pauses:
-            held = pauses[name]
-            paused = held.until is None or held.until > at
-            decision = plan_entry(entry, at, going, paused=paused)
-            held.skipped += decision.paused
+        if paused and name in paused:
+            decision = pauses.plan(entry, at, going)
         else:
             decision = plan_entry(entry, at, going)
         schedule.apply(entry, decision)

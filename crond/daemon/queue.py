@@ -1,0 +1,158 @@
+"""The daemon's `max_running` (docs/control.md "Concurrency limits"): how many runs the
+whole daemon lets go at once, and the queue of due runs waiting beyond it.
+
+The rules `RunQueue` keeps (the loop asks it at every wake that starts runs):
+
+- A due run beyond the limit waits (`job.queued`, with `job`, `slot`, `running`), first
+  come first served: while any run waits, every later due start waits behind it, even
+  when a place is free at that wake.
+- A queued run counts as going, for its job's overlap and its job's `max_running`.
+- It starts as soon as a place is free (a run ended, a reload raised or lifted the
+  limit), in the order the runs fell due; if its grace (slot + the job's `grace`) runs
+  out first it is missed: `job.missed` with `reason: queue`, count 1, its slot as first
+  and last. The loop wakes just after the earliest end of grace (`wake_at`): at the end
+  itself the run may still start (R9: `now - slot <= grace` starts).
+- A replacement of runs going (`overlap: replace`) takes their place: it is never held,
+  and the job's queued runs, replaced by a newer one, are missed (`drop`).
+- A queued run of a job removed since is dropped; of a job paused since, passed over
+  (counted into the pause, as a slot of the pause).
+- A trigger beyond the limit, or while runs wait, is refused, not queued (`refusal`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from structlog.typing import FilteringBoundLogger
+
+from crond.clock import iso_utc
+from crond.config.loaded import LoadedJob
+from crond.daemon.pauses import Pauses
+from crond.when.plan import Decision, Missed, Schedule
+
+# A queued run whose grace ends at t is missed after t: the loop wakes this much after t,
+# never at t itself (it would find nothing to do, and wake at t again).
+_AFTER = timedelta(microseconds=1)
+_NOTHING_HELD: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class _Queued:
+    """A due run waiting for a place under the daemon's `max_running`."""
+
+    job: LoadedJob
+    slot: datetime
+    deadline: datetime  # slot + the job's grace: missed after it
+
+
+class RunQueue:
+    """The daemon's limit and the runs waiting for it, for one loop over its `Schedule`."""
+
+    def __init__(
+        self,
+        *,
+        schedule: Schedule,
+        log: FilteringBoundLogger,
+        running: Callable[[], int],
+        tell: Callable[[LoadedJob, Decision], None],
+    ) -> None:
+        self.schedule = schedule
+        self.log = log
+        self.running = running  # how many runs are going now
+        self.tell = tell  # a missed run's decision: logged, and told to the loop's watcher
+        self.limit: int | None = None  # None: no limit
+        self._items: deque[_Queued] = deque()  # in the order they fell due
+        # How many of each job wait (read by the planner for every due entry: empty, the
+        # usual case, it costs one truth test).
+        self.counts: dict[str, int] = {}
+        self._ends: datetime | None = None  # the earliest end of grace among them
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def wake_at(self) -> datetime | None:
+        """When the loop must wake for the queue by itself: just after the earliest end of
+        grace, when that run is missed (None: nothing waits)."""
+        return None if self._ends is None else self._ends + _AFTER
+
+    def refusal(self) -> str | None:
+        """Why a trigger may not start now (a replacement is never asked), if it may not."""
+        limit = self.limit
+        if limit is None:
+            return None
+        count = self.running()
+        if count >= limit or self._items:
+            return f"the daemon has {count} runs going, its max_running ({limit})"
+        return None
+
+    def hold(
+        self, decisions: list[Decision], replacing: Callable[[Decision], bool]
+    ) -> frozenset[int]:
+        """Which of a wake's decisions wait (their indexes): the starts beyond the limit,
+        and all starts while runs wait. `replacing`: whether a decision replaces runs
+        going (never held)."""
+        limit = self.limit
+        if limit is None:
+            return _NOTHING_HELD
+        room = limit - self.running()
+        held: set[int] = set()
+        for i, decision in enumerate(decisions):
+            if decision.start is None or replacing(decision):
+                continue
+            if self._items or room <= 0:
+                held.add(i)
+            else:
+                room -= 1
+        return frozenset(held)
+
+    def put(self, job: LoadedJob, slot: datetime) -> None:
+        """A held start of `job` for `slot` waits, at the end of the queue."""
+        deadline = slot + job.settings.grace
+        self._items.append(_Queued(job, slot, deadline))
+        self.counts[job.name] = self.counts.get(job.name, 0) + 1
+        if self._ends is None or deadline < self._ends:
+            self._ends = deadline
+        self.log.warning("job.queued", job=job.name, slot=iso_utc(slot), running=self.running())
+
+    def drain(self, now: datetime, pauses: Pauses) -> list[tuple[LoadedJob, datetime]]:
+        """The queued runs there is room for, in order, taken off the queue for the loop
+        to start; those whose grace ran out are missed, those of a job removed since are
+        dropped, those of a job paused since are passed over."""
+        limit = self.limit
+        room = None if limit is None else limit - self.running()
+        starts: list[tuple[LoadedJob, datetime]] = []
+        kept: deque[_Queued] = deque()
+        for item in self._items:
+            if now > item.deadline:
+                self._missed(item)
+            elif room is not None and room <= len(starts):
+                kept.append(item)
+            elif (entry := self.schedule.entries.get(item.job.name)) is not None and not (
+                pauses.pass_over(item.job.name, now)
+            ):
+                starts.append((entry.job, item.slot))
+        self._items = kept
+        self.counts = {}
+        for item in kept:
+            self.counts[item.job.name] = self.counts.get(item.job.name, 0) + 1
+        self._ends = min((item.deadline for item in kept), default=None)
+        return starts
+
+    def drop(self, name: str) -> None:
+        """The queued runs of `name`, replaced by a newer one (overlap: replace): missed."""
+        if name not in self.counts:
+            return
+        for item in [item for item in self._items if item.job.name == name]:
+            self._items.remove(item)
+            self._missed(item)
+        del self.counts[name]
+        self._ends = min((item.deadline for item in self._items), default=None)
+
+    def _missed(self, item: _Queued) -> None:
+        entry = self.schedule.entries.get(item.job.name)
+        cursor, fire = (item.slot, None) if entry is None else (entry.cursor, entry.next_fire)
+        missed = Missed(1, item.slot, item.slot, reason="queue")
+        self.tell(item.job, Decision(item.job.name, cursor, fire, missed=missed))
