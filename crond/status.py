@@ -169,29 +169,10 @@ def _reader_of(raw: bytes, flag: str | None) -> Reader:
 
 
 def _state_dir_hint(raw: bytes) -> str | None:
-    """`daemon.state_dir` from the file's top-level `daemon:` block alone (its lines up to
-    the next top-level key), without reading the whole file. None if absent or unclear.
-    Read by the project's bounded YAML reader: a block with a problem (an alias bomb, which
-    it refuses without expanding, among them) gives None, and status loads the file."""
-    lines = raw.decode("utf-8", errors="replace").splitlines()
-    for i, line in enumerate(lines):
-        if not line.startswith("daemon:") and not line.startswith("daemon :"):
-            continue
-        block = [line]
-        for more in lines[i + 1 :]:
-            if more and not more[0].isspace() and not more.startswith("#"):
-                break
-            block.append(more)
-        from crond.config import yamlsource  # noqa: PLC0415  (~20 ms to import: only if needed)
-
-        source = yamlsource.parse("\n".join(block), keep=frozenset({"state_dir"}))
-        if source.problems:
-            return None
-        data = source.data
-        daemon = data.get("daemon") if isinstance(data, dict) else None
-        value = daemon.get("state_dir") if isinstance(daemon, dict) else None
-        return value if isinstance(value, str) else None
-    return None
+    """`daemon.state_dir` from the file's `daemon:` block alone; None if absent or unclear
+    (then the default place, or the file is loaded)."""
+    found = locate.daemon_hint(raw, frozenset({"state_dir"}))
+    return None if found is None else found["state_dir"]
 
 
 def _when(when: datetime | str | None) -> str:

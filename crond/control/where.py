@@ -45,25 +45,6 @@ def fallback(path: Path, configured: str | None, flag: str | None, state_dir: st
 def hint(raw: bytes) -> tuple[str | None, str | None] | None:
     """`(daemon.control_socket, daemon.state_dir)` from the file's top-level `daemon:`
     block alone, without loading the file; None when that block has a problem (then the
-    file is loaded). Read by the project's bounded YAML reader."""
-    lines = raw.decode("utf-8", errors="replace").splitlines()
-    for i, line in enumerate(lines):
-        if not line.startswith(("daemon:", "daemon :")):
-            continue
-        block = [line]
-        for more in lines[i + 1 :]:
-            if more and not more[0].isspace() and not more.startswith("#"):
-                break
-            block.append(more)
-        from crond.config import yamlsource  # noqa: PLC0415  (~20 ms: only when there is one)
-
-        source = yamlsource.parse("\n".join(block), keep=_KEYS)
-        daemon = source.data.get("daemon") if isinstance(source.data, dict) else None
-        if source.problems or not isinstance(daemon, dict | None):
-            return None
-        found = daemon or {}
-        values = found.get("control_socket"), found.get("state_dir")
-        if not all(v is None or isinstance(v, str) for v in values):
-            return None
-        return values[0], values[1]
-    return None, None
+    file is loaded)."""
+    found = locate.daemon_hint(raw, _KEYS)
+    return None if found is None else (found["control_socket"], found["state_dir"])

@@ -68,3 +68,32 @@ def boot_id() -> str | None:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
     except OSError:
         return None
+
+
+def daemon_hint(raw: bytes, keys: frozenset[str]) -> dict[str, str | None] | None:
+    """The values of `keys` in a schedules file's top-level `daemon:` block, read alone
+    (its lines up to the next top-level key) without loading the whole file: `crond
+    status` and the control commands find the store and the socket this way. A key not
+    there is None (so is every key when there is no block). None altogether when the
+    block has a problem or a value is not text: then the caller loads the file. Read by
+    the project's bounded YAML reader (an alias bomb is refused without being expanded)."""
+    lines = raw.decode("utf-8", errors="replace").splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith(("daemon:", "daemon :")):
+            continue
+        block = [line]
+        for more in lines[i + 1 :]:
+            if more and not more[0].isspace() and not more.startswith("#"):
+                break
+            block.append(more)
+        from crond.config import yamlsource  # noqa: PLC0415  (~20 ms: only when there is one)
+
+        source = yamlsource.parse("\n".join(block), keep=keys)
+        daemon = source.data.get("daemon") if isinstance(source.data, dict) else None
+        if source.problems or not isinstance(daemon, dict | None):
+            return None
+        values = {key: (daemon or {}).get(key) for key in keys}
+        if not all(v is None or isinstance(v, str) for v in values.values()):
+            return None
+        return values
+    return dict.fromkeys(keys)
