@@ -57,6 +57,7 @@ class _Answer:
     status: int = 200
     delay: float = 0.0
     count: int | None = None  # this many requests, then the answer before it
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 class NotifyServer:
@@ -84,12 +85,19 @@ class NotifyServer:
             self._thread.start()
 
     def answer(
-        self, path: str = "*", *, status: int = 200, delay: float = 0.0, count: int | None = None
+        self,
+        path: str = "*",
+        *,
+        status: int = 200,
+        delay: float = 0.0,
+        count: int | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
     ) -> None:
         """Answer requests to `path` ("*": any without an answer of its own) with
-        `status`, after `delay` seconds; with `count`, only the next `count` of them."""
+        `status` (and `headers`), after `delay` seconds; with `count`, only the next
+        `count` of them."""
         with self._lock:
-            self._answers.setdefault(path, []).append(_Answer(status, delay, count))
+            self._answers.setdefault(path, []).append(_Answer(status, delay, count, headers))
 
     def requests(self, path: str | None = None) -> list[Request]:
         with self._lock:
@@ -170,6 +178,8 @@ def _handler(server: NotifyServer) -> type[BaseHTTPRequestHandler]:
             if answer.delay and server._closing.wait(answer.delay):
                 return
             self.send_response(answer.status)
+            for name, value in answer.headers:
+                self.send_header(name, value)
             self.send_header("content-length", "2")
             self.end_headers()
             self.wfile.write(b"ok")

@@ -128,6 +128,23 @@ def test_a_later_notification_waits_behind_one_that_waits_for_its_retry() -> Non
     go(main)
 
 
+def test_a_429_with_retry_after_is_tried_again_no_sooner_than_asked() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer() as server:
+            server.answer("/hook", status=429, count=1, headers=(("Retry-After", "1"),))
+            hook = notifier("hook", "webhook", f"{server.url}/hook")
+            async with delivering({"hook": hook}, events=events, **QUICK) as delivery:
+                delivery.put(item())
+                (retry,) = await events.wait("notify.retry")
+                await events.wait("notify.sent")
+            first, second = server.requests("/hook")
+        assert retry["delay_s"] == 0.2  # QUICK's max_retry bounds what the endpoint asks
+        assert second.at - first.at >= 0.2
+
+    go(main)
+
+
 def test_5xx_408_429_are_retried_a_4xx_or_redirect_is_not() -> None:
     async def main() -> None:
         events = Events()

@@ -354,6 +354,8 @@ class Delivery:
             self._give_up(entry, error.error)
         else:
             delay = min(self.first_retry * 2 ** (entry.tries - 1), self.max_retry)
+            if error.after is not None:  # the endpoint's Retry-After, within our bounds
+                delay = min(max(delay, error.after), self.max_retry)
             if self.wall() + delay > item.created + self.window:
                 self._give_up(entry, error.error)
                 return

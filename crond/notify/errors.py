@@ -9,7 +9,11 @@ from __future__ import annotations
 
 
 class SendError(Exception):
-    def __init__(self, error: str, *, retry: bool = True) -> None:
+    """`after`: the seconds the endpoint asked to wait before the next try (a 429 or 503
+    with `Retry-After`), or None."""
+
+    def __init__(self, error: str, *, retry: bool = True, after: float | None = None) -> None:
         super().__init__(error)
         self.error = error
         self.retry = retry
+        self.after = after

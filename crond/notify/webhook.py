@@ -2,7 +2,8 @@
 
 Redirects are not followed: a notifier's headers may hold a token, and a redirect could
 hand it to another host. A 2xx is delivered; 408, 429 and 5xx (the server is busy or
-broken) and connection errors are worth another try; any other status means the request
+broken) and connection errors are worth another try (after the `Retry-After` the endpoint
+asks for, when it says one, within Delivery's bounds); any other status means the request
 itself is wrong, and is given up at once. Errors say the exception's type and the status,
 never `str(exc)`: httpx puts the URL in its messages.
 """
@@ -51,4 +52,12 @@ async def post(
     if 200 <= status < 300:
         return
     retry = status >= 500 or status in _RETRIED_STATUSES
-    raise SendError(f"HTTP {status}", retry=retry)
+    raise SendError(f"HTTP {status}", retry=retry, after=retry_after(response.headers))
+
+
+def retry_after(headers: httpx.Headers) -> float | None:
+    """`Retry-After` in seconds (its delta-seconds form; an HTTP date is not read), or None."""
+    value = headers.get("retry-after", "").strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 9:
+        return None
+    return float(value)
