@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import json
 import re
 import socket
 import statistics
@@ -131,7 +132,10 @@ def show_rss(quick: bool) -> None:
     warm = samples[min(2, len(samples) - 1)] if samples else 0.0  # after a minute
     last = samples[-1] if samples else 0.0
     shown = " ".join(f"{s:.0f}" for s in samples)
-    gave_up = log.count(b'"notify.failed"')
+    gave_up = sum(
+        json.loads(line).get("count", 1) for line in log.splitlines() if b'"notify.failed"' in line
+    )
+    lines = log.count(b'"notify.failed"')
     row(f"RSS over {minutes} min, MB (every 30 s)", "crond", shown)
     flat = warm > 0 and last <= warm * 1.1
     row(
@@ -140,7 +144,7 @@ def show_rss(quick: bool) -> None:
         f"{last:.1f} / {warm:.1f}",
         f"flat (<= 1.1x): {verdict(flat)}",
     )
-    row("  notify.failed (given up: queue full)", "crond", str(gave_up))
+    row("  notifications given up (queue full)", "crond", str(gave_up), f"in {lines} log lines")
 
 
 def free_port() -> int:

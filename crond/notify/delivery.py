@@ -46,6 +46,7 @@ from crond.notify.outbox import Outbox, OutboxItem
 from crond.notify.senders import Senders
 
 PING: Final = "ping"  # the notifier name pings are logged and counted under
+OVERFLOW_LOG_S: Final = 10.0  # at most one "queue full" notify.failed a notifier this often
 _NEW_LIMIT: Final = 10_000  # items put and not yet taken by the task (it was not running)
 _RESTORE_LIMIT: Final = 10_000  # a previous daemon's items queued again at start
 
@@ -129,6 +130,10 @@ class Delivery:
         self._lanes: dict[LaneKey, _Lane] = {}  # only lanes with something queued or flying
         self._timers: list[float] = []  # heap of monotonic instants a retry falls due
         self._done: list[int] = []  # outbox ids to forget at the next pass
+        # Per notifier: "queue full" give-ups not yet logged (how many, the last), and
+        # when the last such line was logged (monotonic).
+        self._overflow: dict[str, tuple[int, OutboxItem]] = {}
+        self._overflow_logged: dict[str, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._seq = itertools.count()
         self._flying = 0
@@ -162,7 +167,7 @@ class Delivery:
                 return
             if len(self._new) >= _NEW_LIMIT:
                 lost = self._new.pop(0)
-                self._give_up_item(lost, "queue full")
+                self._overflowed(lost)
             self._new.append(item)
             if self._wake is not None:
                 self._wake.set()
@@ -257,6 +262,9 @@ class Delivery:
             self._enqueue(row.item, row.id)
 
     def _pass(self, now: float) -> None:
+        for name in list(self._overflow):
+            if now >= self._overflow_logged.get(name, 0.0) + OVERFLOW_LOG_S:
+                self._log_overflow(name)
         self._intake()
         self._forget()
         self._dispatch(now)
@@ -282,7 +290,9 @@ class Delivery:
             lane = self._lanes[key] = _Lane()
         lane.waiting.append(_Entry(item, outbox_id, next(self._seq)))
         while len(lane) > self.lane_limit:
-            self._give_up(lane.oldest(), "queue full")
+            oldest = lane.oldest()
+            self._forget_later(oldest)
+            self._overflowed(oldest.item)
 
     def _dispatch(self, now: float) -> None:
         """Start what may start: per lane in order, within both caps."""
@@ -380,6 +390,34 @@ class Delivery:
         self._forget_later(entry)
         self._give_up_item(entry.item, error)
 
+    def _overflowed(self, item: OutboxItem) -> None:
+        """An item given up because its lane was full. An endpoint far slower than the
+        jobs fail overflows many a second: one `notify.failed` (with `count`) is logged
+        per notifier at most every OVERFLOW_LOG_S, not one per item."""
+        self._tell("failed", item)
+        name = _name(item)
+        count, _ = self._overflow.get(name, (0, item))
+        self._overflow[name] = (count + 1, item)
+        due = self._overflow_logged.get(name, float("-inf")) + OVERFLOW_LOG_S
+        if time.monotonic() >= due:
+            self._log_overflow(name)
+        elif count == 0:  # the first held back: a pass then logs it (loop time = monotonic)
+            heapq.heappush(self._timers, due)
+
+    def _log_overflow(self, name: str) -> None:
+        count, item = self._overflow.pop(name, (0, None))
+        if item is None or not count:
+            return
+        self._overflow_logged[name] = time.monotonic()
+        self.log.error(
+            "notify.failed",
+            notifier=name,
+            job=item.job,
+            job_event=item.event,
+            error="queue full",
+            count=count,
+        )
+
     def _give_up_item(self, item: OutboxItem, error: str) -> None:
         self.log.error(
             "notify.failed", notifier=_name(item), job=item.job, job_event=item.event, error=error
@@ -417,6 +455,8 @@ class Delivery:
         left = flying + len(self._new) + sum(len(lane) for lane in self._lanes.values())
         with contextlib.suppress(Exception):
             self._forget()
+        for name in list(self._overflow):
+            self._log_overflow(name)
         if self.outbox is None:
             self._count_dropped(left)
         self._lanes.clear()
