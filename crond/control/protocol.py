@@ -163,6 +163,8 @@ def _pause(args: dict[str, Any]) -> dict[str, Any]:
         raise ControlError("bad_request", 'pause: "until" is not an ISO-8601 instant with offset')
     if note is not None and not (isinstance(note, str) and len(note) <= MAX_NOTE):
         raise ControlError("bad_request", f'pause: "note" is not a text of at most {MAX_NOTE}')
+    if note is not None and not _encodable(note):
+        raise ControlError("bad_request", 'pause: "note" holds a character UTF-8 cannot carry')
     return {**_selection(args, "pause"), "until": until, "note": note}
 
 
@@ -199,3 +201,12 @@ def _is_instant(text: str) -> bool:
 
 
 _CHECKS = {"ps": _ps, "trigger": _trigger, "kill": _kill, "pause": _pause, "resume": _resume}
+
+
+def _encodable(text: str) -> bool:
+    """Whether `text` is valid Unicode (no lone surrogate, which JSON lets through)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

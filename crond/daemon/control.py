@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,10 @@ from crond.daemon.recorder import StoreRecorder
 from crond.run import runner
 from crond.store.base import PauseRow
 
+# A pause's until: an instant crond can store and show (a pause for longer than that is
+# one `until resumed`).
+_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+_LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 STREAM_BACKLOG = 1000  # lines of a waited-for run queued for a caller that reads slowly
 
 
@@ -186,7 +191,6 @@ class Steering:
         note = args.get("note")
         by = caller.by()
         row_by = json.dumps(by, separators=(",", ":"))
-        stored = self.recorder.store is not None
         for name in names:
             self.loop.pause(name, until)
             row = PauseRow(name, now, until, note, row_by)
@@ -194,6 +198,7 @@ class Steering:
             shown = None if until is None else iso_utc(until)
             self.log.warning("job.paused", job=name, until=shown, note=note, by=by)
             self._tell_paused(name, True)
+        stored = self.recorder.store is not None and not self.recorder.degraded
         return {"jobs": names, "until": None if until is None else iso_utc(until), "stored": stored}
 
     def _resume(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
@@ -234,7 +239,7 @@ class Steering:
         jobs = self.loop.schedule.entries
         for name in names:
             if name not in jobs:
-                close = problems.close_matches(name, list(jobs), cutoff=0.6)
+                close = problems.close_matches(name, _candidates(name, jobs), cutoff=0.6)
                 hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
                 raise ControlError("not_found", f"no job {name!r} in the file{hint}")
 
@@ -262,8 +267,27 @@ def _instant(value: object) -> datetime | None:
         raise ControlError("bad_request", f"{value!r} is not an ISO-8601 instant") from None
     if when.tzinfo is None:
         raise ControlError("bad_request", f"{value!r} has no UTC offset")
-    return when
+    try:
+        utc = when.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not _EARLIEST <= utc <= _LATEST:
+        raise ControlError("bad_request", f"{value!r} is not an instant between now and 2200")
+    return utc
 
 
 def _looks_like_run_id(text: str) -> bool:
     return len(text) == 36 and text.count("-") == 4
+
+
+_SUGGEST_FROM = 500  # names compared for a did-you-mean, at most (difflib is quadratic)
+
+
+def _candidates(name: str, jobs: Iterable[str]) -> list[str]:
+    """The job names a did-you-mean compares `name` with: those of about its length, at
+    most _SUGGEST_FROM, so a file of 10,000 jobs answers a typo in a millisecond or two on
+    the loop's thread, not in seconds. A name longer than any job's may be has none."""
+    if len(name) > 64:  # longer than a job name can be (docs/configuration.md)
+        return []
+    near = (job for job in jobs if abs(len(job) - len(name)) <= 2)
+    return list(itertools.islice(near, _SUGGEST_FROM))

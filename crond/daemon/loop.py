@@ -388,10 +388,20 @@ class Loop:
         pending: Pending | None = None,
     ) -> None:
         new = None
+        ended: list[RunHandle] = []
         try:
-            await asyncio.gather(*(run.wait() for run in old))
-            if not self._stopping and not (pending is not None and pending.cancelled):
-                new = self._start(job, slot)
+            # Another replacement may have started meanwhile (two triggers, or a trigger
+            # and a scheduled slot, waiting on the same runs): it is replaced in turn, so
+            # one run of the job goes at a time, the newest.
+            while old:
+                await asyncio.gather(*(run.wait() for run in old))
+                ended += old
+                if self._stopping or (pending is not None and pending.cancelled):
+                    return
+                old = [r for r in self.running.get(job.name, ()) if r not in ended]
+                for run in old:
+                    run.stop()
+            new = self._start(job, slot)
         finally:
             if pending is not None:
                 pending.settle(new)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import Crond, eventually, pid_alive, run_cli
+from tests.e2e.harness import CROND, Crond, eventually, pid_alive, run_cli
 
 FAR = "cron: '0 0 1 1 *'"  # a job that only runs when triggered
 
@@ -268,3 +268,32 @@ try:
 except OSError as exc:
     print(type(exc).__name__)
 """
+
+
+def test_two_triggers_of_a_replace_job_leave_one_run_going(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    f = write(
+        tmp_path / "s.yaml",
+        "daemon: {shutdown_timeout: 1s}\n"
+        f"jobs:\n  rep: {{{FAR}, overlap: replace, kill_after: 1s, command: 'sleep 60'}}\n",
+    )
+    state = tmp_path / "st"
+    daemon = start(crond, f, state)
+    assert steer(f, state, "trigger", "rep").returncode == 0
+    args = [str(f), "--state-dir", str(state)]
+    both = [
+        subprocess.Popen(
+            [CROND, "trigger", args[0], "rep", *args[1:]], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    ids = [p.communicate(timeout=30)[0].strip() for p in both]
+    assert all(ids), ids
+    for _ in range(3):  # the first run, then each trigger's: the later replaces the earlier
+        daemon.wait_for("job.started")
+    ended = [daemon.wait_for("job.finished")["outcome"] for _ in range(2)]
+    assert ended == ["killed", "killed"]
+    ps = steer(f, state, "ps", "--json")
+    assert len(ps.stdout.splitlines()) == 1  # one run of rep goes: the newest
+    daemon.stop()
