@@ -20,7 +20,10 @@ The request, one line of at most `MAX_LINE` bytes:
 | | `"note"`: text or null |
 | `resume` | `{"jobs": [NAME, ...]}` or `{"all": true}` |
 
-The replies: zero or more stream lines, then one final line, then the server closes.
+The replies: zero or more stream lines, then one final line, then the server closes. A
+caller keeps its side open until then: a caller that closes it (or hangs up) while its
+answer is still being worked out — `trigger` with `wait` — is taken to have gone, and
+its answer is dropped (the run goes on).
 
     {"stream": "stdout" | "stderr", "line": "..."}      (trigger with "wait" only)
     {"ok": true, "result": {...}}

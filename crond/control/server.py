@@ -333,7 +333,21 @@ class _Doors:
             await reply.final(protocol.error("forbidden", f"{who} may not steer this crond"))
             return
         self.log.debug("control.request", cmd=request.cmd, by=caller.by())
-        await reply.final(await self._answer(request, caller, reply))
+        # A caller that hangs up while its answer is worked out (Ctrl-C on `trigger --wait`
+        # of a run that prints nothing) gives its connection back at once, not when the
+        # run ends: its end of file cancels the answer (the run itself goes on).
+        answering = asyncio.ensure_future(self._answer(request, caller, reply))
+        hung_up = asyncio.ensure_future(_until_eof(reader))
+        try:
+            await asyncio.wait({answering, hung_up}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            hung_up.cancel()
+        if not answering.done():
+            answering.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await answering
+            raise ClientGone
+        await reply.final(answering.result())
 
     async def _answer(
         self, request: protocol.Request, caller: Caller, reply: _Reply
@@ -448,3 +462,11 @@ def _groups(pid: int) -> frozenset[int]:
         if line.startswith(b"Groups:"):
             return frozenset(int(g) for g in line[7:].split() if g.isdigit())
     return frozenset()
+
+
+async def _until_eof(reader: asyncio.StreamReader) -> None:
+    """Returns when the caller closes its side (or its connection breaks). A caller sends
+    nothing after its request: what it might send is read and dropped (bounded)."""
+    with contextlib.suppress(OSError):
+        while await reader.read(4096):
+            pass

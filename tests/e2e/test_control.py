@@ -297,3 +297,24 @@ def test_two_triggers_of_a_replace_job_leave_one_run_going(
     ps = steer(f, state, "ps", "--json")
     assert len(ps.stdout.splitlines()) == 1  # one run of rep goes: the newest
     daemon.stop()
+
+
+def test_callers_that_hang_up_on_a_wait_give_their_place_back(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    f = write(
+        tmp_path / "s.yaml",
+        "daemon: {shutdown_timeout: 1s}\n"
+        f"jobs:\n  quiet: {{{FAR}, overlap: allow, command: 'sleep 60'}}\n",
+    )
+    state = tmp_path / "st"
+    daemon = start(crond, f, state)
+    for _ in range(20):  # more than the 16 connections the socket takes at once
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(state / "crond.sock"))
+            sock.sendall(b'{"v": 1, "cmd": "trigger", "args": {"job": "quiet", "wait": true}}\n')
+        daemon.wait_for("job.triggered")  # then hung up (Ctrl-C) on a run that prints nothing
+    ps = steer(f, state, "ps", "--json")
+    assert ps.returncode == 0, ps.stderr
+    assert len(ps.stdout.splitlines()) == 20  # the runs go on
+    daemon.stop()
