@@ -153,7 +153,12 @@ TABLES = (
 def version_of(cur: Any) -> int | None:
     """The version the database says it has; None when it has no `crond_schema` table or
     no row (`cur`: a psycopg cursor, inside a transaction)."""
-    cur.execute("SELECT to_regclass('crond_schema') IS NOT NULL")
+    # The catalog read as a table, with the statement's snapshot: `to_regclass` looks in
+    # the catalog cache, which may not show yet a table another opener just committed.
+    cur.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables "
+        "WHERE schemaname = current_schema() AND tablename = 'crond_schema')"
+    )
     if not cur.fetchone()[0]:
         return None
     cur.execute("SELECT version FROM crond_schema")
