@@ -788,6 +788,15 @@ class _MemoryStore:
         return [self.start(s.job, run_id=s.run_id, slot=s.slot, attempt=1, started=started,
                            cursor=s.slot) for s in starts]  # fmt: skip
 
+    def claim_many(
+        self,
+        starts: Sequence[base.Start],
+        started: datetime,
+        *,
+        copies: Sequence[str] | None = None,
+    ) -> list[int | None]:
+        return list(self.start_many(starts, started))
+
     def finish(
         self, row_id: int, *, job: str, run_id: str | None = None, finished: datetime,
         outcome: str, exit_code: int | None, duration_s: float, output: Sequence[str],

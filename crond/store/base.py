@@ -8,17 +8,25 @@ view of the jobs for status, and the pauses operators set (`crond pause`). Only 
 values cross: names, instants, numbers, text — no runner or config objects — so an
 implementation knows nothing of the rest of crond.
 
-`crond.store.sqlite` is the one implementation (one SQLite file in the state directory);
-`crond.store.locate` chooses and opens it. Another (PostgreSQL, say) would implement these
-two Protocols beside it, and be chosen there. What the store keeps, and why, is
-docs/state.md.
+`crond.store.sqlite` is the implementation in use (one SQLite file in the state directory);
+`crond.store.locate` chooses and opens it. `crond.store.postgres` implements the same two
+Protocols for several replicas sharing one PostgreSQL database (not chosen by `locate`
+yet), and `Replicated` besides: the replicas' heartbeats. What the store keeps, and why,
+is docs/state.md.
+
+Claims (`Store.claim_many`): before a run of a slot starts, its daemon claims
+`(job, slot, copy)` in the same commit that records the start. A store shared by several
+replicas keeps each claim once (a uniqueness constraint), so of the replicas that reach a
+slot only one gets a row id back and runs it; the others get None and move their cursor
+on. `copy` is "" for a job one replica runs, and the replica's name for a job each
+replica runs (`replicas: all`). A store of one daemon never refuses a claim.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple, Protocol
 
 from crond.clock import iso_utc
@@ -57,6 +65,7 @@ class AttemptRow:
     exit_code: int | None
     duration_s: float | None
     output: list[str]
+    replica: str | None = None  # the replica that ran it; None in a store of one daemon
 
 
 class Summary(NamedTuple):
@@ -250,7 +259,18 @@ class Store(Reader, Protocol):
 
     def start_many(self, starts: Sequence[Start], started: datetime) -> list[int]:
         """`start` for the first attempts of one wake's runs, in one commit. Returns
-        their tokens, in order."""
+        their tokens, in order. Claims nothing: replicas sharing a store use
+        `claim_many`."""
+        ...
+
+    def claim_many(
+        self, starts: Sequence[Start], started: datetime, *, copies: Sequence[str] | None = None
+    ) -> list[int | None]:
+        """`start_many` with a claim of each start's `(job, slot, copy)` (`copies`, in the
+        starts' order; None: "" for each), in one commit that also moves every start's
+        cursor. Per start, its token; or None when another replica holds the claim: then
+        nothing is recorded for it, and it must not run. A store of one daemon wins every
+        claim (SQLite's is `start_many`)."""
         ...
 
     def finish(
@@ -314,4 +334,25 @@ class Store(Reader, Protocol):
 
     def checkpoint(self) -> None:
         """Housekeeping the daemon's heartbeat does, off the start path."""
+        ...
+
+
+class Replicated(Store, Protocol):
+    """A store shared by several replicas (crond.store.postgres): each says it is alive
+    (`beat`), and a survivor closes the runs of a replica that stopped saying so."""
+
+    @property
+    def replica(self) -> str:
+        """This replica's name: its attempts and claims (`replicas: all`) carry it."""
+        ...
+
+    def beat(self, now: datetime) -> None:
+        """This replica is alive at `now` (its pid, host, boot, version and the digest of
+        the file it runs are kept with it), in one commit."""
+        ...
+
+    def close_dead(self, now: datetime, timeout: timedelta) -> list[AttemptRow]:
+        """The open attempts of the other replicas whose last beat is older than
+        `timeout`, closed as `lost` in one commit; when survivors race, each attempt is
+        closed (and returned) by one of them only."""
         ...

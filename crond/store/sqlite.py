@@ -155,6 +155,18 @@ class Store(Reads):
                 _record_start(db, job, run_id, slot, 1, started) for job, run_id, slot in starts
             ]
 
+    def claim_many(
+        self,
+        starts: Sequence[tuple[str, str, datetime]],
+        started: datetime,
+        *,
+        copies: Sequence[str] | None = None,
+    ) -> list[int | None]:
+        """`start_many`: one daemon a store (it is locked), so no claim is ever lost."""
+        if copies is not None and len(copies) != len(starts):
+            raise ValueError("claim_many: one copy a start")
+        return list(self.start_many(starts, started))
+
     def finish(
         self,
         row_id: int,

@@ -1,0 +1,196 @@
+"""The PostgreSQL store's schema: its tables, its version, and how a database gets them.
+
+One database may hold several clusters (replicas sharing slots under one name): every
+table carries the cluster in its key, so two clusters never see each other's rows. The
+tables are prefixed `crond_` so that they can live beside an application's. The claim of
+a slot is a row of `crond_claims`, whose primary key `(cluster, job, slot, copy)` is the
+whole guard: of the replicas that insert the same key only one commits it (docs/state.md).
+
+The tables are made at the first open and the schema is versioned (`crond_schema`, one
+row). A later crond upgrades an older version in place under a transaction-scoped
+advisory lock, so of replicas starting together one does it and the others wait, then see
+it done; a newer version is refused, never misread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crond.store.base import StateError
+
+SCHEMA_VERSION = 1
+# version -> the statements that bring it to version + 1 (none yet: 1 is the first).
+UPGRADES: dict[int, tuple[str, ...]] = {}
+# The transaction-scoped advisory lock the creation and upgrades run under (any constant
+# of our own: "crond" in ASCII). Only the migration takes it; claims never do.
+MIGRATION_LOCK = 0x63726F6E64
+
+TABLES = (
+    # The schema's version: one row (`one` is always true).
+    """CREATE TABLE IF NOT EXISTS crond_schema (
+        one boolean PRIMARY KEY DEFAULT true CHECK (one),
+        version integer NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS crond_meta (
+        cluster text NOT NULL,
+        key text NOT NULL,
+        value text NOT NULL,
+        PRIMARY KEY (cluster, key)
+    )""",
+    """CREATE TABLE IF NOT EXISTS crond_cursors (
+        cluster text NOT NULL,
+        job text NOT NULL,
+        cursor timestamptz NOT NULL,
+        PRIMARY KEY (cluster, job)
+    )""",
+    """CREATE TABLE IF NOT EXISTS crond_attempts (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        cluster text NOT NULL,
+        run_id text NOT NULL,
+        job text NOT NULL,
+        slot timestamptz NOT NULL,
+        attempt integer NOT NULL,
+        started timestamptz NOT NULL,
+        finished timestamptz,
+        outcome text,
+        exit_code integer,
+        duration_s double precision,
+        output text,
+        replica text NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS crond_attempts_job ON crond_attempts (cluster, job, id)",
+    "CREATE INDEX IF NOT EXISTS crond_attempts_cluster ON crond_attempts (cluster, id)",
+    # The open attempts of a replica: close_lost and close_dead, without a scan.
+    """CREATE INDEX IF NOT EXISTS crond_attempts_open ON crond_attempts (cluster, replica)
+        WHERE finished IS NULL""",
+    # One row a slot run: the claim. `copy` is "" for a job one replica runs, the
+    # replica's name for one each replica runs. Kept after the attempt's row is pruned
+    # (the claim outlives the history), until `checkpoint` prunes it by its age.
+    """CREATE TABLE IF NOT EXISTS crond_claims (
+        cluster text NOT NULL,
+        job text NOT NULL,
+        slot timestamptz NOT NULL,
+        copy text NOT NULL,
+        replica text NOT NULL,  -- the replica that won it
+        run_id text NOT NULL,
+        claimed timestamptz NOT NULL,
+        PRIMARY KEY (cluster, job, slot, copy)
+    )""",
+    "CREATE INDEX IF NOT EXISTS crond_claims_slot ON crond_claims (cluster, slot)",
+    # As SQLite's summary: one row a job, instants as ISO-8601 text (clock.iso_utc).
+    """CREATE TABLE IF NOT EXISTS crond_summary (
+        cluster text NOT NULL,
+        job text NOT NULL,
+        last_id bigint,
+        run_id text,
+        slot text,
+        attempt integer,
+        started text,
+        finished text,
+        outcome text,
+        exit_code integer,
+        duration_s double precision,
+        success_run_id text,
+        success_started text,
+        success_finished text,
+        success_duration_s double precision,
+        replica text,
+        PRIMARY KEY (cluster, job)
+    )""",
+    """CREATE TABLE IF NOT EXISTS crond_view (
+        cluster text NOT NULL,
+        pos integer NOT NULL,
+        job text NOT NULL,
+        enabled boolean NOT NULL,
+        schedule text NOT NULL,
+        next_at double precision,
+        next_text text,
+        next_local text,
+        next_note text,
+        PRIMARY KEY (cluster, pos),
+        UNIQUE (cluster, job)
+    )""",
+    "CREATE INDEX IF NOT EXISTS crond_view_next ON crond_view (cluster, next_at)",
+    # Notifications not yet delivered, each held by one replica (the one that made it, or
+    # the survivor that took over a dead one's): no notification is sent twice.
+    """CREATE TABLE IF NOT EXISTS crond_outbox (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        cluster text NOT NULL,
+        replica text NOT NULL,
+        kind text NOT NULL,
+        notifier text NOT NULL,
+        job text NOT NULL,
+        event text NOT NULL,
+        body text NOT NULL,
+        created double precision NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS crond_outbox_replica ON crond_outbox (cluster, replica, id)",
+    """CREATE TABLE IF NOT EXISTS crond_pauses (
+        cluster text NOT NULL,
+        job text NOT NULL,
+        since timestamptz NOT NULL,
+        until timestamptz,
+        note text,
+        who text NOT NULL,
+        PRIMARY KEY (cluster, job)
+    )""",
+    # The replicas' heartbeats: one row a replica name.
+    """CREATE TABLE IF NOT EXISTS crond_replicas (
+        cluster text NOT NULL,
+        name text NOT NULL,
+        pid integer NOT NULL,
+        host text NOT NULL,
+        boot_id text,
+        started timestamptz NOT NULL,
+        last_beat timestamptz NOT NULL,
+        version text NOT NULL,
+        config_digest text,
+        PRIMARY KEY (cluster, name)
+    )""",
+)
+
+
+def version_of(cur: Any) -> int | None:
+    """The version the database says it has; None when it has no `crond_schema` table or
+    no row (`cur`: a psycopg cursor, inside a transaction)."""
+    # The catalog read as a table, with the statement's snapshot: `to_regclass` looks in
+    # the catalog cache, which may not show yet a table another opener just committed.
+    cur.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables "
+        "WHERE schemaname = current_schema() AND tablename = 'crond_schema')"
+    )
+    if not cur.fetchone()[0]:
+        return None
+    cur.execute("SELECT version FROM crond_schema")
+    row = cur.fetchone()
+    return None if row is None else int(row[0])
+
+
+def make(cur: Any, where: str) -> None:
+    """Make the tables, or upgrade them, to SCHEMA_VERSION, in the caller's transaction,
+    under the migration lock (held to its end). Raises StateError for a newer schema, or
+    an older one this crond cannot upgrade."""
+    cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+    version = version_of(cur)
+    if version is None:
+        for statement in TABLES:
+            cur.execute(statement)
+        cur.execute("INSERT INTO crond_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+        return
+    check(version, where)
+    while version < SCHEMA_VERSION:
+        for statement in UPGRADES[version]:
+            cur.execute(statement)
+        version += 1
+        cur.execute("UPDATE crond_schema SET version = %s", (version,))
+
+
+def check(version: int, where: str) -> None:
+    """Refuse a schema this crond does not read, nor know how to upgrade."""
+    if version > SCHEMA_VERSION:
+        raise StateError(
+            f"{where}: written by a newer crond (schema {version}, this one reads "
+            f"{SCHEMA_VERSION}); upgrade this replica, or give it another database"
+        )
+    if version < SCHEMA_VERSION and any(v not in UPGRADES for v in range(version, SCHEMA_VERSION)):
+        raise StateError(f"{where}: schema {version} is too old for this crond to upgrade")
