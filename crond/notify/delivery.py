@@ -67,6 +67,7 @@ class _Lane:
     waiting: deque[_Entry] = field(default_factory=deque)  # never tried, oldest first
     retrying: list[_Entry] = field(default_factory=list)  # tried, waiting for `due`
     flying: int = 0
+    flying_again: int = 0  # of those in flight, retries: newer items wait for them too
 
     def __len__(self) -> int:
         return len(self.waiting) + len(self.retrying)
@@ -81,6 +82,8 @@ class _Lane:
                 return None
             self.retrying.remove(entry)
             return entry
+        if self.flying_again:  # a retry in flight: the newer ones go once it is settled
+            return None
         return self.waiting.popleft() if self.waiting else None
 
     def oldest(self) -> _Entry:
@@ -317,12 +320,14 @@ class Delivery:
 
     def _start(self, key: LaneKey, lane: _Lane, entry: _Entry) -> None:
         lane.flying += 1
+        lane.flying_again += 1 if entry.tries else 0
         self._flying += 1
         task = asyncio.get_running_loop().create_task(self._try(key, lane, entry))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _try(self, key: LaneKey, lane: _Lane, entry: _Entry) -> None:
+        retried = entry.tries > 0
         error: SendError | None = None
         stale = False
         try:
@@ -339,6 +344,7 @@ class Delivery:
             self._settle(lane, entry, error, stale)
         finally:
             lane.flying -= 1
+            lane.flying_again -= 1 if retried else 0
             self._flying -= 1
             if not lane and not lane.flying and self._lanes.get(key) is lane:
                 del self._lanes[key]
