@@ -453,6 +453,14 @@ class Daemon(_Model):
     metrics: str | None = None  # HOST:PORT serving /metrics and /healthz; None: off
     # How many runs the whole daemon has going at once; a due run beyond it waits (queued).
     max_running: Annotated[int, Field(ge=1, le=MAX_RUNNING, strict=True)] | None = None
+    # The control socket (docs/control.md): unset, crond.sock in the state directory;
+    # "none": none.
+    control_socket: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+
+    @field_validator("control_socket")
+    @classmethod
+    def _control_socket(cls, value: str | None) -> str | None:
+        return _no_nul(value)
 
     @field_validator("metrics")
     @classmethod

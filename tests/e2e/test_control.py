@@ -318,3 +318,23 @@ def test_callers_that_hang_up_on_a_wait_give_their_place_back(
     assert ps.returncode == 0, ps.stderr
     assert len(ps.stdout.splitlines()) == 20  # the runs go on
     daemon.stop()
+
+
+def test_the_socket_where_the_file_says_or_none(tmp_path: Path, crond: list[Crond]) -> None:
+    sock = tmp_path / "elsewhere.sock"
+    job = f"jobs:\n  j: {{{FAR}, command: 'true'}}\n"
+    f = write(tmp_path / "s.yaml", f"daemon: {{control_socket: {sock}}}\n{job}")
+    daemon = Crond([str(f), "--state-dir", "none"])
+    crond.append(daemon)
+    assert daemon.wait_for("control.listening")["path"] == str(sock)
+    assert run_cli("ps", str(f)).returncode == 0  # found from the file
+    daemon.stop()
+    off = write(tmp_path / "off.yaml", f"daemon: {{control_socket: none}}\n{job}")
+    quiet = Crond([str(off), "--state-dir", "none"])
+    crond.append(quiet)
+    quiet.wait_for("daemon.started")
+    said = run_cli("ps", str(off))
+    assert said.returncode == 2
+    assert "control_socket: none" in said.stderr
+    quiet.stop()
+    assert not quiet.named("control.listening")
