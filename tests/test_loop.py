@@ -692,7 +692,7 @@ async def test_a_jobs_max_running_skips_fires_beyond_it() -> None:
             ("2026-03-01T12:03:00Z", "max_running"),
             ("2026-03-01T12:04:00Z", "max_running"),
         ]
-        assert h.loop.trigger("a") == "a has 2 runs going, its max_running"
+        assert h.loop.trigger("a") == "a's max_running (2) is reached: 2 going"
         h.runs[0].done.set()
         await h.run_until(T0 + timedelta(minutes=5, seconds=1))
         assert h.starts()[2:] == [T0 + timedelta(minutes=5)]
@@ -739,7 +739,7 @@ async def test_triggered_runs_count_toward_the_daemons_max_running() -> None:
         h.loop.max_running = 1
         await h.settle()
         assert isinstance(h.loop.trigger("b"), FakeRun)
-        assert h.loop.trigger("a") == "the daemon has 1 runs going, its max_running (1)"
+        assert h.loop.trigger("a") == "the daemon's max_running (1) is reached: 1 going"
         await h.run_until(T0 + timedelta(minutes=1))
         assert [r.job for r in h.runs] == ["b"]
         assert h.events.named("job.queued") == [

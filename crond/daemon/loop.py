@@ -198,7 +198,7 @@ class Loop:
             return f"{name} has a run going and overlap: skip"
         limit = settings.max_running
         if limit is not None and going >= limit:
-            return f"{name} has {going} runs going, its max_running"
+            return f"{name}'s max_running ({limit}) is reached: {going} going"
         if runs and settings.overlap is Overlap.REPLACE:
             return None  # the replacement takes the place of the runs it stops
         return self._queue.refusal()

@@ -85,7 +85,8 @@ class RunQueue:
             return None
         count = self.running()
         if count >= limit or self._items:
-            return f"the daemon has {count} runs going, its max_running ({limit})"
+            queued = f", and {len(self._items)} waiting" if self._items else ""
+            return f"the daemon's max_running ({limit}) is reached: {count} going{queued}"
         return None
 
     def hold(

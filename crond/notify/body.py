@@ -122,6 +122,8 @@ def missed_text(
     slots are not all of one day."""
     first, last = first.astimezone(UTC), last.astimezone(UTC)
     fmt = "%H:%M" if first.date() == last.date() else "%Y-%m-%d %H:%M"
+    if first.second or last.second or first.microsecond or last.microsecond:
+        fmt += ":%S"  # every-second jobs: "17:28:03 to 17:28:09", not "17:28 to 17:28"
     when = first.strftime(fmt)
     if count > 1 or first != last:
         when += " to " + last.strftime(fmt)

@@ -380,7 +380,10 @@ class Delivery:
             entry.due = asyncio.get_running_loop().time() + delay
             heapq.heappush(self._timers, entry.due)
             lane.retrying.append(entry)
-            self.log.debug(
+            # The first failure of a notification is said at warning level: a dead or
+            # mistyped endpoint shows at once, not after the 5 minutes of retries.
+            level = self.log.warning if entry.tries == 1 else self.log.debug
+            level(
                 "notify.retry",
                 notifier=_name(item),
                 job=item.job,
