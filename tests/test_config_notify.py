@@ -652,3 +652,17 @@ def test_enormous_headers_and_notify_maps_are_answered_at_once() -> None:
     )
     assert len(found) == 1001  # the first 1,000, then one line that says so
     assert time.perf_counter() - start < 3.0
+
+
+def test_user_info_and_an_authorization_header_are_not_given_together() -> None:
+    text = (
+        "notifiers:\n  hook:\n    webhook: https://u:p@hooks.example.com/x\n"
+        "    headers: {Authorization: Bearer t}\njobs:\n  j: {every: 1m, command: 'true'}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        loader.loads(text, "s.yaml")
+    (problem,) = caught.value.problems
+    assert "user info" in problem.message
+    assert "u:p" not in str(problem)
+    fine = text.replace("u:p@", "")
+    assert loader.loads(fine, "s.yaml").notifiers["hook"].kind == "webhook"

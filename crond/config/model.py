@@ -431,6 +431,13 @@ class Notifier(_Model):
             )
         if self.headers is not None and self.webhook is None:
             _field_error("headers", "headers apply to webhook notifiers only")
+        if self.webhook is not None and self.headers and _has_user_info(self.webhook):
+            if any(name.lower() == "authorization" for name in self.headers):
+                _field_error(
+                    "headers",
+                    "the webhook's URL has user info (user:password@), which is sent as an "
+                    "Authorization header and would replace this one; give one or the other",
+                )
         return self
 
     @property
@@ -442,6 +449,12 @@ class Notifier(_Model):
 
 
 _NOTIFIER_KINDS = ("webhook", "command", "apprise")
+
+
+def _has_user_info(url: str) -> bool:
+    """Whether `url`, as written, has `user@` or `user:password@` before its host."""
+    rest = url.partition("://")[2]
+    return "@" in rest.split("/", 1)[0]
 
 
 class Daemon(_Model):
