@@ -431,13 +431,13 @@ class Notifier(_Model):
             )
         if self.headers is not None and self.webhook is None:
             _field_error("headers", "headers apply to webhook notifiers only")
-        if self.webhook is not None and self.headers and _has_user_info(self.webhook):
-            if any(name.lower() == "authorization" for name in self.headers):
-                _field_error(
-                    "headers",
-                    "the webhook's URL has user info (user:password@), which is sent as an "
-                    "Authorization header and would replace this one; give one or the other",
-                )
+        authorization = any(name.lower() == "authorization" for name in self.headers or {})
+        if authorization and self.webhook is not None and _has_user_info(self.webhook):
+            _field_error(
+                "headers",
+                "the webhook's URL has user info (user:password@), which is sent as an "
+                "Authorization header and would replace this one; give one or the other",
+            )
         return self
 
     @property
