@@ -47,7 +47,7 @@ add some):
 - `pause`: `{"jobs": [NAME, ...], "until": ISO or null (until resumed), "stored": bool}`;
   `stored` false: the daemon has no state store, the pause lasts until it stops;
 - `resume`: `{"resumed": [{"job": NAME, "skipped": N}]}`, N the slots skipped while
-  paused.
+  paused; `"was_paused": false` for a job that was not paused.
 """
 
 from __future__ import annotations

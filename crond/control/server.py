@@ -31,12 +31,14 @@ the loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import pwd
 import socket
 import stat
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -437,11 +439,34 @@ async def _caller(writer: asyncio.StreamWriter) -> Caller:
     sock = writer.get_extra_info("socket")
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
     pid, uid, gid = _PEERCRED.unpack(raw)
-    try:  # NSS may ask a network service: not on the loop, and not for long
-        user = await asyncio.wait_for(asyncio.to_thread(_user_name, uid), 2.0)
+    return Caller(uid=uid, gid=gid, pid=pid, user=await _user_name_of(uid))
+
+
+# NSS may ask a network service (LDAP, sssd) that hangs: user names are looked up in a
+# thread of their own (never the default executor, which a reload's read of the file
+# needs), for 2 s at most, and remembered a minute.
+_NAMES: concurrent.futures.ThreadPoolExecutor | None = None
+_NAMES_SEEN: dict[int, tuple[float, str | None]] = {}
+_NAME_TTL_S = 60.0
+
+
+async def _user_name_of(uid: int) -> str | None:
+    global _NAMES  # noqa: PLW0603  (one lookup thread for the process, made when first needed)
+    now = time.monotonic()
+    seen = _NAMES_SEEN.get(uid)
+    if seen is not None and now - seen[0] < _NAME_TTL_S:
+        return seen[1]
+    if _NAMES is None:
+        _NAMES = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="crond-nss")
+    try:
+        looked_up = asyncio.get_running_loop().run_in_executor(_NAMES, _user_name, uid)
+        user = await asyncio.wait_for(looked_up, 2.0)
     except TimeoutError:
-        user = None
-    return Caller(uid=uid, gid=gid, pid=pid, user=user)
+        return None  # not remembered: the next caller tries again
+    if len(_NAMES_SEEN) >= 256:
+        _NAMES_SEEN.clear()
+    _NAMES_SEEN[uid] = (now, user)
+    return user
 
 
 def _user_name(uid: int) -> str | None:

@@ -51,6 +51,9 @@ def format_paused(result: Mapping[str, Any]) -> str:
 def format_resumed(resumed: Sequence[Mapping[str, Any]]) -> str:
     lines = []
     for entry in resumed:
+        if entry.get("was_paused") is False:
+            lines.append(f"{entry.get('job', '?')} was not paused")
+            continue
         skipped = entry.get("skipped") or 0
         slots = f"{skipped} slot{'s' if skipped != 1 else ''}"
         lines.append(f"resumed {entry.get('job', '?')} ({slots} skipped while paused)")

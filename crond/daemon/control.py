@@ -205,8 +205,11 @@ class Steering:
         names = list(self.loop.pauses()) if args.get("all") else self._names(args)
         resumed = []
         for name in names:
-            skipped = self.loop.resume(name) or 0
+            skipped = self.loop.resume(name)
             self._clear(name)
+            if skipped is None:  # it was not paused: nothing to say in the log
+                resumed.append({"job": name, "skipped": 0, "was_paused": False})
+                continue
             self.log.info("job.resumed", job=name, by=caller.by(), skipped=skipped)
             self._tell_paused(name, False)
             resumed.append({"job": name, "skipped": skipped})

@@ -87,6 +87,8 @@ def test_every_command_and_its_exit_status(tmp_path: Path, crond: list[Crond]) -
     assert rows["slow"]["paused"] is None
     assert steer(f, state, "resume", "check").returncode == 0
     assert daemon.wait_for("job.resumed")["by"]["uid"] == os.getuid()
+    again = steer(f, state, "resume", "check")
+    assert (again.returncode, again.stdout) == (0, "check was not paused\n")
     daemon.stop()
     gone = steer(f, state, "ps")
     assert gone.returncode == 2
