@@ -129,7 +129,6 @@ class Steering:
 
     async def _trigger(self, name: str, wait: bool, caller: Caller, send: Send) -> dict[str, Any]:
         self._known([name])
-        lines: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue(STREAM_BACKLOG)
         started = self.loop.trigger(name)
         if isinstance(started, str):
             raise ControlError("refused", started)
@@ -144,21 +143,19 @@ class Steering:
         if not wait:
             return ok({"run_id": run.run_id})
 
+        lines: asyncio.Queue[tuple[str, str]] = asyncio.Queue(STREAM_BACKLOG)
+
         def follow(stream: str, line: str) -> None:
             with contextlib.suppress(asyncio.QueueFull):  # a slow reader loses lines
                 lines.put_nowait((stream, line))
 
         run.budget.listeners.append(follow)
         ended = asyncio.ensure_future(run.wait())
-        ended.add_done_callback(lambda _: lines.put_nowait(None) if not lines.full() else None)
         try:
-            while True:
-                if ended.done() and lines.empty():
-                    break
+            while not (ended.done() and lines.empty()):  # the pumps drain before the end
                 item = await _next_line(lines, ended)
-                if item is None:
-                    continue
-                await send({"stream": item[0], "line": item[1]})
+                if item is not None:
+                    await send({"stream": item[0], "line": item[1]})
             result = await ended
         finally:
             with contextlib.suppress(ValueError):
@@ -248,7 +245,7 @@ class Steering:
 
 
 async def _next_line(
-    lines: asyncio.Queue[tuple[str, str] | None], ended: asyncio.Future[Any]
+    lines: asyncio.Queue[tuple[str, str]], ended: asyncio.Future[Any]
 ) -> tuple[str, str] | None:
     """The next line of a waited-for run, or None once it ended (and nothing is left)."""
     if not lines.empty():

@@ -86,7 +86,7 @@ class Heartbeat:
         if self._beat_at is None:
             return False
         age = self.loop.clock.monotonic() - self._beat_at
-        return age <= 3 * self.period.total_seconds() + 1
+        return age <= liveness.stale_after(self.period.total_seconds())
 
     def payload(self, now: datetime, *, stopped: bool = False) -> dict[str, object]:
         """What the liveness file holds (docs/running.md), as of `now`."""

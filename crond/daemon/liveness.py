@@ -70,6 +70,12 @@ class Health:
     message: str
 
 
+def stale_after(heartbeat_s: float) -> float:
+    """How old the last beat may be before the daemon counts as stale: three heartbeats
+    and a second (`crond health`'s default, and /healthz's)."""
+    return 3 * heartbeat_s + 1
+
+
 def check(path: Path, now: datetime, max_age: timedelta | None) -> Health:
     """Fresh when the file exists, parses, and was updated within `max_age`
     (default: three heartbeats as the daemon recorded them, plus one second)."""
@@ -84,7 +90,7 @@ def check(path: Path, now: datetime, max_age: timedelta | None) -> Health:
         return Health(False, f"{path}: unreadable liveness file (not crond's liveness JSON)")
     if max_age is None:
         beat = payload.get("heartbeat_s")
-        seconds = 3 * beat + 1 if isinstance(beat, (int, float)) else 31.0
+        seconds = stale_after(beat if isinstance(beat, (int, float)) else 10.0)
         max_age = timedelta(seconds=seconds)
     age = now - updated
     if payload.get("stopped") is True:

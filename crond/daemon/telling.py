@@ -86,7 +86,7 @@ class Telling:
             self.metrics = Metrics(__version__, self._live)
         if self.metrics is not None:
             self.metrics.set_jobs(cfg.jobs)
-            self.metrics.set_notifiers([*cfg.notifiers, "ping"])
+            self.metrics.set_notifiers(cfg.notifiers)  # and "ping", always
         self._start_parts(metrics)
 
     def _make_teller(self) -> None:
@@ -220,8 +220,10 @@ class Telling:
         pings are made and kept in the state store before the run's end is, so a crash
         between the two can only repeat them (the run is then `lost` too), never lose
         them. Without a store it is the same, minus the store."""
+        if self.teller is None:
+            return
         job = self.loop.schedule.entries.get(run.job)
-        if self.teller is None or job is None:
+        if job is None:
             return
         self.teller.finished(
             job.job,
