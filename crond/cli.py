@@ -188,6 +188,13 @@ def next_(
     help="Serve /metrics and /healthz here, e.g. 127.0.0.1:9464 (overrides daemon.metrics).",
 )
 @click.option(
+    "--replica",
+    default=None,
+    metavar="NAME",
+    help="This replica's name, with daemon.database (overrides CROND_REPLICA and "
+    "daemon.replica; default: the host name).",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["json", "console"]),
     default=None,
@@ -205,6 +212,7 @@ def run(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
     heartbeat: timedelta | None,
     state_dir: str | None,
     metrics: str | None,
+    replica: str | None,
     log_format: logs.LogFormat | None,
     log_level: str,
 ) -> None:
@@ -214,7 +222,11 @@ def run(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
 
     log = logs.configure(log_format, log_level)
     options = daemon.Options(
-        liveness_file=liveness_file, heartbeat=heartbeat, state_dir=state_dir, metrics=metrics
+        liveness_file=liveness_file,
+        heartbeat=heartbeat,
+        state_dir=state_dir,
+        metrics=metrics,
+        replica=replica,
     )
     sys.exit(daemon.run(file, options, log))
 

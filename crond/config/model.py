@@ -145,6 +145,13 @@ class Overlap(StrEnum):
     REPLACE = "replace"
 
 
+class Replicas(StrEnum):
+    """Which replicas of a cluster run a job's slot (docs/replicas.md)."""
+
+    ONE = "one"  # one of them: the one whose claim commits
+    ALL = "all"  # each of them, once per replica name (host-local work)
+
+
 class Catchup(StrEnum):
     NONE = "none"
     LATEST = "latest"
@@ -240,6 +247,8 @@ class JobFields(_Model):
     warn_after: WarnAfter | None = None
     # `overlap: allow` only: a fire while this many runs of the job are going is skipped.
     max_running: Annotated[int, Field(ge=1, le=MAX_RUNNING, strict=True)] | None = None
+    # With `daemon.database`: one replica runs each slot, or each replica does.
+    replicas: Replicas | None = None
 
     @field_validator("cron")
     @classmethod
@@ -336,6 +345,7 @@ class Job(JobFields):
     catchup_window: Grace = timedelta(days=1)
     history: Annotated[int, Field(ge=1, le=100_000)] = 100
     notify: dict[str, list[NotifyEvent]] = Field(default_factory=dict)
+    replicas: Replicas = Replicas.ONE
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -469,8 +479,16 @@ class Daemon(_Model):
     # The control socket (docs/control.md): unset, crond.sock in the state directory;
     # "none": none.
     control_socket: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    # Several replicas sharing one PostgreSQL database (docs/replicas.md): its libpq URL
+    # (CROND_DATABASE_URL overrides it), the cluster's name, this replica's name (default:
+    # the host name), and how long a replica may go without a heartbeat before the others
+    # take it for dead.
+    database: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    cluster: Annotated[str, Field(min_length=1, max_length=200)] = "default"
+    replica: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    replica_timeout: Duration = timedelta(seconds=30)
 
-    @field_validator("control_socket")
+    @field_validator("control_socket", "database")
     @classmethod
     def _control_socket(cls, value: str | None) -> str | None:
         return _no_nul(value)

@@ -65,6 +65,7 @@ class Options:
     heartbeat: timedelta | None = None
     state_dir: str | None = None  # a directory, or "none" for no state store
     metrics: str | None = None  # HOST:PORT for /metrics and /healthz
+    replica: str | None = None  # this replica's name (with daemon.database)
 
 
 class Daemon:
