@@ -42,6 +42,10 @@ class StateError(Exception):
         self.corrupt = corrupt
 
 
+class ReplicaTaken(StateError):  # noqa: N818  (a refusal, named as such)
+    """A live replica of the cluster has this replica's name: this one must not start."""
+
+
 class Start(NamedTuple):
     """A run's first attempt, as one wake records it before spawning."""
 
