@@ -67,17 +67,19 @@ def check_database(written: object) -> object:
             f"a connection string of {len(written):,} characters is too long (at most "
             f"{MAX_DATABASE:,}) {_NOT_SHOWN}"
         )
-    is_url = _URL_LIKE.match(written) is not None
+    scheme = _URL_LIKE.match(written)
+    is_url = scheme is not None
     shown = show_url(written) if is_url else "the key=value string"
     if "\0" in written:
         said = show_url(written) if is_url else "the connection string"
         raise _error(f"{said} holds a NUL character (\\0), which libpq cannot take {_NOT_SHOWN}")
     if not written.strip():
         raise _error(f"must not be empty: give a libpq URL or key=value string, {_EXAMPLES}")
-    if is_url and not written.startswith(_SCHEMES):
+    if scheme is not None and not written.startswith(_SCHEMES):
+        # As written (show_url writes a scheme in lower case): "POSTGRESQL" is the mistake.
         raise _error(
-            f"{shown} is not a PostgreSQL URL: libpq takes the schemes postgresql:// and "
-            f"postgres:// (lower case), {_EXAMPLES}"
+            f"{shown} is not a PostgreSQL URL: its scheme is {quote(scheme.group()[:-3])}; "
+            f"libpq takes postgresql:// and postgres:// (lower case), {_EXAMPLES}"
         )
     if not is_url and not _CONNINFO_START.match(written):
         raise _error(
