@@ -10,7 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -794,7 +794,8 @@ class _MemoryStore:
         started: datetime,
         *,
         copies: Sequence[str] | None = None,
-    ) -> list[int | None]:
+        exclusive: Collection[str] = (),
+    ) -> list[base.Claim]:
         return list(self.start_many(starts, started))
 
     def finish(

@@ -10,6 +10,7 @@ import json
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -109,6 +110,11 @@ def _selection(jobs: tuple[str, ...], every: bool) -> dict[str, object]:
     return {"all": True} if every else {"jobs": list(jobs)}
 
 
+def _dicts(value: object) -> list[dict[str, Any]]:
+    """The objects of a list in an answer (anything else in it ignored)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
 @click.command()
 @click.argument("file", type=params.FILE)
 @params.STATE_DIR
@@ -162,12 +168,12 @@ def kill(file: Path, target: str, state_dir: str | None, socket_flag: Path | Non
     """Stop the running run(s) of a job, or one run, as a timeout does."""
     from crond.control import views  # noqa: PLC0415  (see the imports above)
 
-    stopped = _steer(file, state_dir, socket_flag, "kill", {"target": target}).get("stopped")
-    stopped = [s for s in stopped if isinstance(s, dict)] if isinstance(stopped, list) else []
-    if not stopped:
+    answer = _steer(file, state_dir, socket_flag, "kill", {"target": target})
+    stopped, asked = (_dicts(answer.get(key)) for key in ("stopped", "asked"))
+    if not stopped and not asked:
         click.echo(f"crond: nothing running for {target}", err=True)
         sys.exit(1)
-    click.echo(views.format_stopped(stopped))
+    click.echo(views.format_stopped(stopped, asked))
 
 
 @click.command()

@@ -11,12 +11,18 @@ _SIGNAL_BASE = 128  # a shell's convention: killed by signal N exits 128+N
 
 
 def format_ps(runs: Sequence[Mapping[str, Any]]) -> str:
-    header = ("JOB", "RUN_ID", "ATTEMPT", "PID", "SLOT", "STARTED", "ELAPSED")
+    """The runs as a table; with replicas, a REPLICA column (another replica's runs have
+    no PID: it is theirs)."""
+    header: tuple[str, ...] = ("JOB", "RUN_ID", "ATTEMPT", "PID", "SLOT", "STARTED", "ELAPSED")
+    replicas = any("replica" in run for run in runs)
+    if replicas:
+        header = (*header[:3], "REPLICA", *header[3:])
     lines = [
         (
             str(run.get("job", "?")),
             str(run.get("run_id", "?")),
             _text(run.get("attempt")),
+            *((_text(run.get("replica")),) if replicas else ()),
             _text(run.get("pid")),
             _when(run.get("slot")),
             _when(run.get("started")),
@@ -32,11 +38,21 @@ def format_ps(runs: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def format_stopped(stopped: Sequence[Mapping[str, Any]]) -> str:
-    return "\n".join(
+def format_stopped(
+    stopped: Sequence[Mapping[str, Any]], asked: Sequence[Mapping[str, Any]] = ()
+) -> str:
+    """What `crond kill` did: runs stopped here; with replicas, runs another replica was
+    asked to stop (it does within about two seconds)."""
+    lines = [
         f"stopped {s.get('job', '?')} run {s.get('run_id', '?')} (pid {_text(s.get('pid'))})"
         for s in stopped
-    )
+    ]
+    lines += [
+        f"asked replica {_text(a.get('replica'))} to stop {a.get('job', '?')} run "
+        f"{a.get('run_id', '?')}"
+        for a in asked
+    ]
+    return "\n".join(lines)
 
 
 def format_paused(result: Mapping[str, Any]) -> str:

@@ -138,6 +138,7 @@ class Cluster:
             for r in replicas
             if r.name != self.replica
             and r.last_beat >= fresh
+            and r.config_digest  # one just started says its file's at its next beat
             and (r.config_digest != self.digest or r.version != __version__)
         )
         if differ == self._mismatch:

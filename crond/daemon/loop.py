@@ -252,13 +252,11 @@ class Loop:
             self._refuse(job, slot, reason, now)
 
     def _refuse(self, job: LoadedJob, slot: datetime, reason: Refusal, now: datetime) -> None:
+        # "taken", "busy": another replica runs the slot, or runs the job (and, its planner
+        # seeing that run, tells of the skipped slot: one replica does).
         if reason == "database":
             self._unclaimed.put(job, slot, now)
             self._wake.set()  # a new instant to wake at: the next try
-        elif reason == "busy":  # this replica holds the slot's claim: it tells of the skip
-            entry = self.schedule.entries.get(job.name)
-            cursor, fire = (slot, None) if entry is None else (entry.cursor, entry.next_fire)
-            self._tell(job, Decision(job.name, cursor, fire, skip=slot, skip_reason="overlap"))
 
     def _retry_claims(self, now: datetime) -> None:
         """The starts the database did not answer for, tried again at their time."""

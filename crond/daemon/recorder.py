@@ -100,7 +100,7 @@ class StoreRecorder:
         (None: no database)."""
         if self.replica is None:
             return None
-        return "ok" if self.store is not None and self._down_since is None else "unavailable"
+        return "ok" if self._opened and self._down_since is None else "unavailable"
 
     def wants_open(self) -> bool:
         """Whether there should be a store and there is none that works: not opened,
@@ -232,15 +232,18 @@ class StoreRecorder:
             return NONE_REFUSED
         each = self.each_replica
         copies = [self.replica if s.job in each else "" for s in starts]
-        claims = self.write(lambda store: store.claim_many(starts, at, copies=copies), force=True)
+        claims = self.write(
+            lambda store: store.claim_many(starts, at, copies=copies, exclusive=self.one_at_a_time),
+            force=True,
+        )
         if claims is None:
             return dict.fromkeys(((s.job, s.slot) for s in starts), "database")
         refused: dict[tuple[str, datetime], Refusal] = {}
         for start, claim in zip(starts, claims, strict=True):
-            if claim is None:
-                refused[(start.job, start.slot)] = "taken"
-            else:
+            if isinstance(claim, int):
                 self._prepared[start.run_id] = claim
+            else:
+                refused[(start.job, start.slot)] = "taken" if claim is None else "busy"
         return refused
 
     def started(self, run: Run, attempt: int) -> object:

@@ -16,10 +16,10 @@ kill requests and claims (`Store.claim_many`: one replica wins a slot's). docs/s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
 from crond.clock import iso_utc
 
@@ -36,6 +36,12 @@ class StateError(Exception):
 
 class ReplicaTaken(StateError):  # noqa: N818  (the name the daemon and docs use)
     """A live process holds this replica's name in its cluster; the message says which."""
+
+
+# A claim's answer (`Store.claim_many`): the attempt's token; None, another replica holds
+# the claim; BUSY, the job runs one at a time and a run of it goes on.
+BUSY: Literal["busy"] = "busy"
+Claim = int | Literal["busy"] | None
 
 
 class Start(NamedTuple):
@@ -291,13 +297,21 @@ class Store(Reader, Protocol):
         ...
 
     def claim_many(
-        self, starts: Sequence[Start], started: datetime, *, copies: Sequence[str] | None = None
-    ) -> list[int | None]:
+        self,
+        starts: Sequence[Start],
+        started: datetime,
+        *,
+        copies: Sequence[str] | None = None,
+        exclusive: Collection[str] = (),
+    ) -> list[Claim]:
         """`start_many` with a claim of each start's `(job, slot, copy)` (`copies`, in the
         starts' order; None: "" for each), in one commit that also moves every start's
         cursor. Per start, its token; or None when another replica holds the claim: then
-        nothing is recorded for it, and it must not run. A store of one daemon wins every
-        claim (SQLite's is `start_many`)."""
+        nothing is recorded for it, and it must not run; or BUSY for a job of `exclusive`
+        (`overlap: skip`) claimed with copy "" while an attempt of it is unfinished on any
+        replica: the claim is kept (the slot is dealt with: skipped, by this replica) and
+        nothing else recorded. A store of one daemon wins every claim (SQLite's is
+        `start_many`: its daemon's own planner knows its runs)."""
         ...
 
     def finish(

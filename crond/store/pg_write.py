@@ -7,14 +7,14 @@ open. Each is one transaction; the claims are the whole guard against a slot run
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
 import psycopg
 
 from crond.clock import iso_utc
-from crond.store.base import AttemptRow, Start
+from crond.store.base import BUSY, AttemptRow, Claim, Start
 from crond.store.pg_cluster import CLOSE_LOST, Cluster
 from crond.store.pg_conn import attempt_of, utc
 
@@ -25,10 +25,16 @@ WITH claim AS (
     INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, claimed)
     VALUES (%(cluster)s, %(job)s, %(slot)s, %(copy)s, %(replica)s, %(run_id)s, %(started)s)
     ON CONFLICT DO NOTHING RETURNING 1
+), busy AS (
+    SELECT %(exclusive)s AND EXISTS (SELECT 1 FROM crond_attempts WHERE cluster = %(cluster)s
+        AND job = %(job)s AND finished IS NULL) AS busy
+), attempt AS (
+    INSERT INTO crond_attempts (cluster, run_id, job, slot, attempt, started, replica)
+    SELECT %(cluster)s, %(run_id)s, %(job)s, %(slot)s, 1, %(started)s, %(replica)s
+    FROM claim, busy WHERE NOT busy.busy
+    RETURNING id
 )
-INSERT INTO crond_attempts (cluster, run_id, job, slot, attempt, started, replica)
-SELECT %(cluster)s, %(run_id)s, %(job)s, %(slot)s, 1, %(started)s, %(replica)s FROM claim
-RETURNING id
+SELECT EXISTS (SELECT 1 FROM claim), (SELECT busy FROM busy), (SELECT id FROM attempt)
 """
 _SUMMARY_STARTED = """
 INSERT INTO crond_summary (cluster, job, last_id, run_id, slot, attempt, started, replica)
@@ -81,8 +87,13 @@ class Runs(Cluster):
             return ids
 
     def claim_many(
-        self, starts: Sequence[Start], started: datetime, *, copies: Sequence[str] | None = None
-    ) -> list[int | None]:
+        self,
+        starts: Sequence[Start],
+        started: datetime,
+        *,
+        copies: Sequence[str] | None = None,
+        exclusive: Collection[str] = (),
+    ) -> list[Claim]:
         """Claims taken in the order of (job, slot, copy), whatever the starts' order, and
         the summaries and cursors after them in the order of jobs: replicas that race
         take their locks in one order, and never deadlock one another."""
@@ -91,17 +102,18 @@ class Runs(Cluster):
         if len(copies) != len(starts):
             raise ValueError("claim_many: one copy a start")
         order = sorted(range(len(starts)), key=lambda i: (starts[i][0], starts[i][2], copies[i]))
-        ids: list[int | None] = [None] * len(starts)
+        ids: list[Claim] = [None] * len(starts)
         with self._transaction() as cur:
             for i in order:
                 job, run_id, slot = starts[i]
                 cur.execute(_CLAIM, {
                     "cluster": self.cluster, "job": job, "slot": slot, "copy": copies[i],
                     "replica": self._replica, "run_id": run_id, "started": started,
+                    "exclusive": not copies[i] and job in exclusive,
                 })  # fmt: skip
-                row = cur.fetchone()
-                ids[i] = None if row is None else int(row[0])
-            won = sorted((starts[i], ids[i]) for i in order if ids[i] is not None)
+                claimed, busy, row_id = cur.fetchone()  # type: ignore[misc]
+                ids[i] = int(row_id) if row_id is not None else BUSY if claimed and busy else None
+            won = sorted((starts[i], ids[i]) for i in order if isinstance(ids[i], int))
             for (job, run_id, slot), row_id in won:
                 cur.execute(_SUMMARY_STARTED, (self.cluster, job, row_id, run_id,
                     iso_utc(slot), 1, iso_utc(started), self._replica))  # fmt: skip

@@ -217,6 +217,12 @@ class PostgresStore(Runs):
         new = list(_values(rows))
         self._digest = digest
         with self._transaction() as cur:
+            # Replicas publish the one view of their cluster: one at a time (a lock that
+            # ends with the transaction, as a pooled server needs; it guards nothing else).
+            cur.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('crond_view ' || %s, 0))",
+                (self.cluster,),
+            )
             cur.execute(
                 f"SELECT {_VIEW_KEYS} FROM crond_view WHERE cluster = %s",  # noqa: S608
                 (self.cluster,),
@@ -240,12 +246,14 @@ class PostgresStore(Runs):
     def update_view(
         self, moved: Sequence[ViewRow], cursors: Sequence[tuple[str, datetime]] = ()
     ) -> None:
+        # Every replica moves the same rows: in the order of jobs, so that two never wait
+        # for each other's row locks in a circle (a deadlock, one of them rolled back).
         with self._transaction() as cur:
             cur.executemany(
                 "UPDATE crond_view SET next_at = %s, next_text = %s, next_local = %s, "
                 "next_note = %s WHERE cluster = %s AND job = %s",
                 [(r.next_at, r.next_text, r.next_local, r.next_note, self.cluster, r.job)
-                 for r in moved],
+                 for r in sorted(moved, key=lambda r: r.job)],
             )  # fmt: skip
             self._move_cursors(cur, cursors)
 

@@ -16,14 +16,14 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from crond.clock import iso_utc
 from crond.store import files, schema
-from crond.store.base import AttemptRow, OutboxRow, PauseRow, StateError, ViewRow
+from crond.store.base import AttemptRow, Claim, OutboxRow, PauseRow, StateError, ViewRow
 from crond.store.files import DB_NAME, LOCK_NAME
 from crond.store.sqlite_read import (
     ATTEMPTS,
@@ -161,8 +161,10 @@ class Store(Reads):
         started: datetime,
         *,
         copies: Sequence[str] | None = None,
-    ) -> list[int | None]:
-        """`start_many`: one daemon a store (it is locked), so no claim is ever lost."""
+        exclusive: Collection[str] = (),  # noqa: ARG002  (the Protocol's: nothing is busy)
+    ) -> list[Claim]:
+        """`start_many`: one daemon a store (it is locked), so no claim is ever lost (and
+        its daemon's planner knows its runs: none is BUSY here)."""
         if copies is not None and len(copies) != len(starts):
             raise ValueError("claim_many: one copy a start")
         return list(self.start_many(starts, started))
