@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -166,11 +166,18 @@ class Server:
     """A running private PostgreSQL. `directory` holds the data (`data/`), the socket
     and the log (`server.log`); `stop()` removes it."""
 
-    def __init__(self, directory: Path, bindir: Path, process: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        bindir: Path,
+        process: subprocess.Popen[bytes],
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
         self.directory = directory
         self.bindir = bindir
         self.process = process
         self.port = PORT
+        self.settings = dict(SETTINGS if settings is None else settings)
 
     @property
     def socket(self) -> Path:
@@ -200,7 +207,7 @@ class Server:
         if self.process.poll() is None:
             raise RuntimeError("the server is running: halt() it first")
         log = self.directory / "server.log"
-        self.process = _launch(self.bindir, self.directory, log, _owner())
+        self.process = _launch(self.bindir, self.directory, log, _owner(), self.settings)
         _wait_ready(self, log, timeout)
 
     def stop(self, timeout: float = 10.0) -> int:
@@ -267,12 +274,12 @@ def _make_directory(owner: dict[str, Any]) -> Path:
 
 
 def _launch(
-    bindir: Path, directory: Path, log: Path, owner: dict[str, Any]
+    bindir: Path, directory: Path, log: Path, owner: dict[str, Any], settings: Mapping[str, str]
 ) -> subprocess.Popen[bytes]:
     """Start `postgres` on the data in `directory` (made by initdb), its socket there."""
     command = [str(bindir / "postgres"), "-D", str(directory / "data")]
     command += ["-k", str(directory), "-p", str(PORT)]
-    for name, value in SETTINGS.items():
+    for name, value in settings.items():
         command += ["-c", f"{name}={value}"]
     with log.open("ab") as out:
         return subprocess.Popen(
@@ -286,8 +293,11 @@ def _launch(
         )
 
 
-def start(*, bindir: Path | None = None, timeout: float = 30.0) -> Server:
+def start(
+    *, bindir: Path | None = None, timeout: float = 30.0, settings: Mapping[str, str] | None = None
+) -> Server:
     """Initialise and start a private server; return once it accepts connections.
+    `settings` are laid over SETTINGS (a bench turns durability back on with them).
     Raises UnavailableError (saying why) if there is none to start or it did not come up
     within `timeout` seconds; nothing is left behind then."""
     bindir = bindir or find_bindir()
@@ -296,13 +306,14 @@ def start(*, bindir: Path | None = None, timeout: float = 30.0) -> Server:
     sweep_stale(Path(tempfile.gettempdir()))
     directory = _make_directory(owner)
     log = directory / "server.log"
+    merged = {**SETTINGS, **(settings or {})}
     try:
         _initdb(bindir, directory / "data", log, owner)
-        process = _launch(bindir, directory, log, owner)
+        process = _launch(bindir, directory, log, owner, merged)
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
-    server = Server(directory, bindir, process)
+    server = Server(directory, bindir, process, merged)
     try:
         _wait_ready(server, log, timeout)
     except BaseException:
