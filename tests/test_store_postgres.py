@@ -462,17 +462,18 @@ def test_an_older_schema_is_upgraded_once_and_a_newer_refused(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _replica(pg_url, "r1").close()
-    monkeypatch.setattr(schema_pg, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(
-        schema_pg, "UPGRADES", {1: ("ALTER TABLE crond_meta ADD COLUMN since timestamptz",)}
-    )
+    now = schema_pg.SCHEMA_VERSION
+    monkeypatch.setattr(schema_pg, "SCHEMA_VERSION", now + 1)
+    upgrade = ("ALTER TABLE crond_meta ADD COLUMN since timestamptz",)
+    monkeypatch.setattr(schema_pg, "UPGRADES", {**schema_pg.UPGRADES, now: upgrade})
     stores = _race(*[lambda i=i: _replica(pg_url, f"r{i}") for i in range(4)])
     assert all(isinstance(s, PostgresStore) for s in stores), stores
-    assert _version(pg_url) == [(2,)]
+    assert _version(pg_url) == [(now + 1,)]
     with psycopg.connect(pg_url) as conn:
         conn.execute("SELECT since FROM crond_meta")  # the upgrade ran (once: no error)
-    monkeypatch.setattr(schema_pg, "SCHEMA_VERSION", 1)
-    with pytest.raises(base.StateError, match=r"newer crond \(schema 2, this one reads 1\)"):
+    monkeypatch.setattr(schema_pg, "SCHEMA_VERSION", now)
+    newer = rf"newer crond \(schema {now + 1}, this one reads {now}\)"
+    with pytest.raises(base.StateError, match=newer):
         _replica(pg_url, "r9")
     for store in stores:
         with pytest.raises(base.StateError) as gone:

@@ -111,8 +111,9 @@ class LoadedConfig:
     jobs: dict[str, LoadedJob]
     cron_marks: dict[str, Mark] = field(default_factory=dict, compare=False)
     notifiers: dict[str, NotifierSpec] = field(default_factory=dict)
-    # `${NAME}`s not set in the environment, when the load did not refuse them
-    # (`crond validate` shows them as warnings; `crond run` refuses the file).
+    # What the load warns of without refusing the file (`crond validate` shows them):
+    # `${NAME}`s not set in the environment, when the load did not refuse them (`crond
+    # run` refuses the file), and replica settings that change nothing without a database.
     env_warnings: list[Problem] = field(default_factory=list, compare=False)
 
     @property

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from crond import ownership
-from crond.config import model, notifiers, yamlsource
+from crond.config import database, model, notifiers, yamlsource
 from crond.config.loaded import LoadedConfig, LoadedJob, notifier_spec
 from crond.config.model import JOB_NAME, Config, JobFields
 from crond.config.problems import (
@@ -136,7 +136,8 @@ _KEPT_PLACES = frozenset({"cron"})
 
 class _PlacesNeeded(Exception):  # noqa: N818  (a signal, not an error)
     """The first pass found something to report that is not an error (a `${NAME}` not
-    set, with strict=False): the located pass reports it with its place."""
+    set, with strict=False; a replica setting without a database): the located pass
+    reports it with its place."""
 
 
 def loads(
@@ -152,7 +153,8 @@ def loads(
     by default crond's own environment. A name that is not set there is an error with
     `strict` (`crond run`: a notifier without its token would fail at the worst time);
     otherwise a warning in `env_warnings`, the text kept as written (`crond validate`
-    on a machine without the secrets)."""
+    on a machine without the secrets). A replica setting that changes nothing, for want
+    of a database (docs/replicas.md), is a warning there too, strict or not."""
     context = _Context(os.environ if environ is None else environ, strict)
     with gc_paused():
         first = yamlsource.parse(text, keep=_KEPT_PLACES)
@@ -220,7 +222,8 @@ def _validated(
     unset = notifiers.unset_names(
         data.get("notifiers"), jobs, data.get("defaults"), context.environ
     )
-    if unset and not located:
+    unused = database.without_database(data, jobs, context.environ)
+    if (unset or unused) and not located:
         raise _PlacesNeeded
     unset_problems = _unset_problems(unset, source, filename)
     if context.strict:
@@ -247,7 +250,11 @@ def _validated(
     )
     if problems or config is None:
         raise ConfigError(capped(problems, filename))
-    warnings = [] if context.strict else capped(unset_problems, filename)
+    unused_problems = [
+        Problem.at(filename, source.locate(path, key=True), path, message)
+        for path, message in itertools.islice(unused, MAX_PROBLEMS + 1)
+    ]
+    warnings = capped([*([] if context.strict else unset_problems), *unused_problems], filename)
     return _loaded(config, source, filename, crons, environ=context.environ, env_warnings=warnings)
 
 

@@ -28,7 +28,14 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from crond.config.address import AddressError, split_address
-from crond.config.durations import DurationError, parse_duration
+from crond.config.database import (
+    DATABASE_ENV,
+    MAX_DATABASE,
+    MAX_NAME,
+    check_database,
+    check_name,
+)
+from crond.config.durations import DurationError, format_duration, parse_duration
 from crond.config.notifiers import (
     PING_EXAMPLE,
     check_apprise,
@@ -64,6 +71,9 @@ ENVIRON = "environ"
 # The highest `max_running` (a job's, the daemon's): far beyond what a host can run, and
 # low enough that a typo (an extra zero or ten) is said rather than taken.
 MAX_RUNNING = 100_000
+# How many heartbeats a replica may miss before the others take it for dead: the least
+# `replica_timeout` is this many times `heartbeat`.
+REPLICA_HEARTBEATS = 3
 _parse_duration = functools.lru_cache(maxsize=8192)(parse_duration)
 
 
@@ -113,10 +123,24 @@ def _warn_after(value: object) -> timedelta:
     return delta
 
 
+def _replica_timeout(value: object) -> timedelta:
+    delta = _duration(value)
+    if delta < _ONE_SECOND:
+        raise PydanticCustomError(
+            "crond",
+            "replica_timeout must be at least 1s (and at least 3 heartbeats: how long a "
+            "replica may go silent before the others take it for dead)",
+        )
+    return delta
+
+
 Duration = Annotated[timedelta, BeforeValidator(_duration), WithJsonSchema(_DURATION_SCHEMA)]
 WarnAfter = Annotated[timedelta, BeforeValidator(_warn_after), WithJsonSchema(_DURATION_SCHEMA)]
 Interval = Annotated[timedelta, BeforeValidator(_interval), WithJsonSchema(_DURATION_SCHEMA)]
 Grace = Annotated[timedelta, BeforeValidator(_grace), WithJsonSchema(_DURATION_SCHEMA)]
+ReplicaTimeout = Annotated[
+    timedelta, BeforeValidator(_replica_timeout), WithJsonSchema(_DURATION_SCHEMA)
+]
 
 
 def _env_value(value: object) -> str:
@@ -483,15 +507,25 @@ class Daemon(_Model):
     # (CROND_DATABASE_URL overrides it), the cluster's name, this replica's name (default:
     # the host name), and how long a replica may go without a heartbeat before the others
     # take it for dead.
-    database: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
-    cluster: Annotated[str, Field(min_length=1, max_length=200)] = "default"
-    replica: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    replica_timeout: Duration = timedelta(seconds=30)
+    database: Annotated[str, Field(min_length=1, max_length=MAX_DATABASE)] | None = None
+    cluster: Annotated[str, Field(min_length=1, max_length=MAX_NAME)] = "default"
+    replica: Annotated[str, Field(min_length=1, max_length=MAX_NAME)] | None = None
+    replica_timeout: ReplicaTimeout = timedelta(seconds=30)
 
-    @field_validator("control_socket", "database")
+    @field_validator("control_socket")
     @classmethod
     def _control_socket(cls, value: str | None) -> str | None:
         return _no_nul(value)
+
+    @field_validator("database", mode="before")
+    @classmethod
+    def _database(cls, value: object) -> object:
+        return check_database(value)
+
+    @field_validator("cluster", "replica", mode="before")
+    @classmethod
+    def _names(cls, value: object, info: ValidationInfo) -> object:
+        return check_name(value, str(info.field_name))
 
     @field_validator("metrics")
     @classmethod
@@ -509,6 +543,29 @@ class Daemon(_Model):
         if value < timedelta(milliseconds=100):
             raise PydanticCustomError("crond", "heartbeat must be at least 100ms")
         return value
+
+    @model_validator(mode="after")
+    def _replica_timeout_heartbeats(self, info: ValidationInfo) -> Self:
+        # A replica is taken for dead after missing three heartbeats, not one late one.
+        # Checked only where it matters (a database, or a timeout written): a single
+        # daemon with a slow heartbeat is not told about replicas.
+        least = REPLICA_HEARTBEATS * self.heartbeat
+        if self.replica_timeout >= least:
+            return self
+        written = "replica_timeout" in self.model_fields_set
+        if not (written or self.database is not None or _environ(info).get(DATABASE_ENV)):
+            return self
+        timeout = format_duration(self.replica_timeout)
+        said = timeout if written else f"{timeout} by default"
+        raise PydanticCustomError(
+            "crond_field",
+            f"replica_timeout ({said}) must be at least {REPLICA_HEARTBEATS} x heartbeat "
+            f"({format_duration(self.heartbeat)}): a replica is taken for dead after "
+            f"missing {REPLICA_HEARTBEATS} heartbeats; set replica_timeout: "
+            f"{format_duration(least)} or more, or a shorter heartbeat",
+            # At the timeout's value; at the heartbeat's when the timeout is the default.
+            {"field": "replica_timeout" if written else "heartbeat", "crond_at_key": False},
+        )
 
 
 class Config(_Model):

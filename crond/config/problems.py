@@ -76,9 +76,12 @@ _SECRET_FIELDS = frozenset({"env", "ping"})
 def is_secret(path: Path) -> bool:
     """Whether `path` is, or is inside, a place whose values are passwords and tokens as
     often as not: a job's or the defaults' `env` and `ping`, and a notifier's URLs,
-    headers and command (all of it but `repeat`). A duplicated job's too (its path holds
-    the duplicate's marker)."""
+    headers and command (all of it but `repeat`), and the daemon's `database` (a
+    connection string may hold a password). A duplicated job's too (its path holds the
+    duplicate's marker)."""
     path = tuple(part for part in path if part != DUPLICATE)
+    if path[:2] == ("daemon", "database"):
+        return True
     if len(path) > 1 and path[0] == "defaults":
         return path[1] in _SECRET_FIELDS
     if len(path) > 2 and path[0] == "jobs":

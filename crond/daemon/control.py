@@ -26,6 +26,7 @@ from crond.clock import Clock, iso_utc
 from crond.config import problems
 from crond.control.protocol import ControlError, ok
 from crond.control.server import Caller, ControlServer, Send
+from crond.daemon.cluster import Cluster
 from crond.daemon.loop import Loop, Pending
 from crond.daemon.recorder import StoreRecorder
 from crond.run import runner
@@ -49,8 +50,10 @@ class Steering:
         loop: Loop,
         recorder: StoreRecorder,
         on_paused: Callable[[str, bool], None] | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
         self.log = log
+        self.cluster = cluster  # a replica's: ps and kill reach the other replicas
         self.clock = clock
         self.loop = loop
         self.recorder = recorder
@@ -102,7 +105,7 @@ class Steering:
         self, cmd: str, args: dict[str, Any], caller: Caller, send: Send
     ) -> dict[str, Any]:
         if cmd == "ps":
-            return ok({"runs": [self._run_row(run) for run in self.loop.all_runs()]})
+            return ok({"runs": self._ps()})
         if cmd == "trigger":
             return await self._trigger(str(args["job"]), bool(args.get("wait")), caller, send)
         if cmd == "kill":
@@ -112,6 +115,15 @@ class Steering:
         if cmd == "resume":
             return ok(self._resume(args, caller))
         raise ControlError("unknown_command", f"{cmd!r} is not a command of this daemon")
+
+    def _ps(self) -> list[dict[str, Any]]:
+        """The runs going: this daemon's, and with replicas every other replica's too."""
+        rows = [self._run_row(run) for run in self.loop.all_runs()]
+        if self.cluster is None:
+            return rows
+        for row in rows:
+            row["replica"] = self.cluster.replica
+        return rows + self.cluster.other_runs()
 
     def _run_row(self, run: object) -> dict[str, Any]:
         assert isinstance(run, runner.Run)
@@ -172,12 +184,18 @@ class Steering:
         runs = self.loop.kill(target)
         if not runs and target not in self.loop.schedule.entries and not _looks_like_run_id(target):
             self._known([target])
-        stopped = []
+        stopped: list[dict[str, Any]] = []
         for run in runs:
             assert isinstance(run, runner.Run)
             self.log.warning("job.kill_requested", job=run.job, run_id=run.run_id, by=caller.by())
             stopped.append({"job": run.job, "run_id": run.run_id, "pid": run.pid})
-        return {"stopped": stopped}
+        if self.cluster is None:
+            return {"stopped": stopped}
+        for row in stopped:
+            row["replica"] = self.cluster.replica
+        mine = runs and _looks_like_run_id(target)  # the one run, here: no other to ask
+        return {"stopped": stopped, "asked": [] if mine else self.cluster.request_kill(
+            target, caller.by())}  # fmt: skip
 
     def _pause(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
         names = self._names(args)

@@ -51,6 +51,8 @@ class Heartbeat:
         self._failed = False  # the last write of the liveness file failed
         self._beat_at: float | None = None  # the monotonic clock at the last beat
         self.last_beat: datetime | None = None  # and the wall clock
+        # A replica's work for its cluster, once a beat (crond/daemon/cluster.py).
+        self.cluster: Callable[[datetime], None] | None = None
         loop.beat = self.beat
 
     def configure(
@@ -78,6 +80,8 @@ class Heartbeat:
                 self.on_reopen()
         else:
             self.recorder.check()
+        if self.cluster is not None:
+            self.cluster(now)
         self.write_liveness(now)
 
     def fresh(self) -> bool:
@@ -91,7 +95,7 @@ class Heartbeat:
     def payload(self, now: datetime, *, stopped: bool = False) -> dict[str, object]:
         """What the liveness file holds (docs/running.md), as of `now`."""
         nxt = None if stopped else self.loop.next_fire()
-        return {
+        payload: dict[str, object] = {
             "pid": os.getpid(),
             "updated_at": iso_utc(now),
             "jobs": self.jobs,
@@ -101,6 +105,10 @@ class Heartbeat:
             "state": self.recorder.label(),
             "stopped": stopped,
         }
+        database = self.recorder.database()
+        if database is not None:  # a replica: is its cluster's database answering?
+            payload["database"] = database
+        return payload
 
     def write_liveness(self, now: datetime, *, stopped: bool = False) -> None:
         """The liveness file; `stopped`: the last one, after a clean stop (`crond health`

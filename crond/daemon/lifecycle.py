@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib.util
 import os
 import resource
 import signal
@@ -29,8 +30,11 @@ from crond import __version__, ownership
 from crond.clock import Clock, SystemClock
 from crond.config import loader, problems
 from crond.config.loaded import LoadedConfig, LoadedJob
+from crond.config.model import Overlap, Replicas
 from crond.control.server import socket_path
 from crond.daemon import reaper
+from crond.daemon.claims import Refused
+from crond.daemon.cluster import Cluster, database_url, replica_name
 from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Gate, Loop
@@ -39,7 +43,7 @@ from crond.daemon.systemd import Notifier
 from crond.daemon.telling import Telling
 from crond.run import runner
 from crond.store import locate
-from crond.store.base import Start, Store, ViewRow, view_row
+from crond.store.base import ReplicaTaken, Start, Store, ViewRow, view_row
 from crond.when.plan import Entry
 from crond.when.zones import tzdata_version
 
@@ -93,7 +97,14 @@ class Daemon:
         # Read once: every job's environment starts here, without what is the daemon's own.
         self.environ = {k: v for k, v in os.environ.items() if k not in _DAEMON_ONLY}
         state_dir = locate.resolve_dir(options.state_dir, cfg.daemon.state_dir)
-        self.recorder = StoreRecorder(None if state_dir is None else _opener(state_dir), log, clock)
+        url = database_url(cfg)
+        replica = None if url is None else replica_name(options.replica, cfg)
+        opener: Callable[[bool], Store] | None
+        if url is not None and replica is not None:  # replicas share the database's state
+            opener = _cluster_opener(url, cfg, replica)
+        else:
+            opener = None if state_dir is None else _opener(state_dir)
+        self.recorder = StoreRecorder(opener, log, clock, replica=replica)
         self.loop = Loop(
             clock=clock,
             log=log,
@@ -107,12 +118,20 @@ class Daemon:
             log=log, clock=clock, loop=self.loop, recorder=self.recorder, heartbeat=self.heartbeat
         )
         self.loop.watcher = self.telling
+        self.cluster = None
+        if replica is not None:
+            self.cluster = Cluster(
+                log=log, clock=clock, loop=self.loop, recorder=self.recorder,
+                on_paused=self.telling.paused,
+            )  # fmt: skip
+            self.heartbeat.cluster = self.cluster.beat
         self.steering = Steering(
             log=log,
             clock=clock,
             loop=self.loop,
             recorder=self.recorder,
             on_paused=self.telling.paused,
+            cluster=self.cluster,
         )
         self._settings(cfg)
         self._signals = 0
@@ -128,6 +147,15 @@ class Daemon:
         self.recorder.history = {name: job.settings.history for name, job in cfg.jobs.items()}
         self.telling.configure(cfg, self._metrics_address(cfg))
         self.loop.max_running = cfg.daemon.max_running
+        jobs = cfg.jobs.values()
+        self.recorder.each_replica = frozenset(
+            job.name for job in jobs if job.settings.replicas is Replicas.ALL
+        )
+        self.recorder.one_at_a_time = frozenset(
+            job.name for job in jobs if job.settings.overlap is Overlap.SKIP
+        )
+        if self.cluster is not None:
+            self.cluster.configure(cfg, self.digest)
 
     def _metrics_address(self, cfg: LoadedConfig) -> str | None:
         return self.options.metrics or cfg.daemon.metrics
@@ -151,14 +179,15 @@ class Daemon:
             gate=gate,
         )
 
-    def _prepare(self, starts: list[tuple[LoadedJob, datetime]], at: datetime) -> None:
+    def _prepare(self, starts: list[tuple[LoadedJob, datetime]], at: datetime) -> Refused | None:
         """The runs one wake is about to start at `at` (the wake may come just before):
         their `started` rows in one commit, before the first spawn (one per run would
-        cost each later spawn of the wake the commits of those before)."""
-        if self.recorder.store is None:
-            return
+        cost each later spawn of the wake the commits of those before). A replica claims
+        them in that commit: those it may not start, and why."""
+        if self.recorder.store is None and self.recorder.replica is None:
+            return None
         self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
-        self.recorder.prepare(
+        return self.recorder.prepare(
             [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()], started=at
         )
 
@@ -257,7 +286,12 @@ class Daemon:
                 aio.add_signal_handler(signal.SIGHUP, self._on_hup)
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     aio.add_signal_handler(signum, self._on_stop, signum)
-                self.recorder.open()
+                try:
+                    self.recorder.open()
+                except ReplicaTaken as exc:  # a live replica has this one's name
+                    print(f"crond: {exc}", file=sys.stderr)
+                    self.log.error("cluster.replica_taken", error=str(exc))
+                    return 1
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
                     self.loop.load(self.cfg.jobs, resume=self.recorder.cursors())
                 self.steering.restore()  # the pauses kept in the store, before the first wake
@@ -275,7 +309,10 @@ class Daemon:
                 await self.steering.start(socket_path(self.cfg, self.options.state_dir))
                 self.notifier.ready(f"{len(self.cfg.jobs)} jobs")
                 asyncio.get_running_loop().call_soon(self._publish)  # after the first wake
+                polling = tasks.create_task(self.cluster.poll_forever()) if self.cluster else None
                 await self.loop.run()
+                if polling is not None:
+                    polling.cancel()
                 await self.steering.aclose()
                 await self.telling.aclose()
         finally:
@@ -307,6 +344,11 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         log.error("config.load_failed", errors=[str(p) for p in exc.problems])
+        return 1
+    if database_url(cfg) is not None and importlib.util.find_spec("psycopg") is None:
+        missing = "crond: a database is set (daemon.database or CROND_DATABASE_URL) but psycopg"
+        print(f"{missing} is not installed: pip install 'crond[postgres]'", file=sys.stderr)
+        log.error("config.load_failed", errors=[f"{missing} is not installed"])
         return 1
     state_dir = locate.resolve_dir(options.state_dir, cfg.daemon.state_dir)
     refusal = ownership.directory_problem(state_dir) if state_dir is not None else None
@@ -340,6 +382,16 @@ def _view_row(entry: Entry) -> ViewRow:
 def _opener(directory: Path) -> Callable[[bool], Store]:
     """How the recorder opens the store in `directory` (again, and `aside` when damaged)."""
     return lambda aside: locate.open_store(directory, aside=aside)
+
+
+def _cluster_opener(url: str, cfg: LoadedConfig, replica: str) -> Callable[[bool], Store]:
+    """How the recorder opens the cluster's database (psycopg: imported only here)."""
+    from crond.store import postgres  # noqa: PLC0415  (the `postgres` extra: only when used)
+
+    daemon = cfg.daemon
+    return lambda _aside: postgres.PostgresStore.open(
+        url, cluster=daemon.cluster, replica=replica, replica_timeout=daemon.replica_timeout
+    )
 
 
 def _raise_fd_limit() -> None:

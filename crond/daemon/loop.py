@@ -28,6 +28,7 @@ from crond.clock import Clock, iso_utc
 from crond.config.loaded import LoadedJob
 from crond.config.model import Catchup, Overlap
 from crond.config.wording import quote
+from crond.daemon.claims import NONE_REFUSED, Refusal, Refused, Unclaimed
 from crond.daemon.pauses import Pauses
 from crond.daemon.queue import RunQueue
 from crond.daemon.runs import Gate, Launch, Pending, RunHandle
@@ -71,7 +72,8 @@ class Loop:
         heartbeat: timedelta,
         beat: Callable[[datetime], None] | None = None,
         after_tick: Callable[[list[Entry], list[tuple[str, datetime]]], None] | None = None,
-        prepare: Callable[[list[tuple[LoadedJob, datetime]], datetime], None] | None = None,
+        prepare: Callable[[list[tuple[LoadedJob, datetime]], datetime], Refused | None]
+        | None = None,
         watcher: Watcher | None = None,
     ) -> None:
         self.clock = clock
@@ -84,7 +86,8 @@ class Loop:
         # runner records the others), so the next daemon does not take those for downtime.
         self.after_tick = after_tick
         # Told which (job, slot) a wake starts, and when (the instant they are spawned at),
-        # before the first is launched: the daemon records them all in one commit.
+        # before the first is launched: the daemon records them all in one commit. With
+        # replicas it claims them too, and says which it could not claim (not started).
         self.prepare = prepare
         self.watcher = watcher
         self.schedule = Schedule()
@@ -102,6 +105,7 @@ class Loop:
         self._queue = RunQueue(
             schedule=self.schedule, log=log, running=self.running_count, tell=self._tell
         )
+        self._unclaimed = Unclaimed(schedule=self.schedule, tell=self._tell)
 
     # --- configuration --------------------------------------------------------------
 
@@ -181,8 +185,9 @@ class Loop:
                     run.stop()
                 self._own(self._start_after(job, now, runs, pending))
                 return pending
-        if self.prepare is not None:
-            self.prepare([(job, now)], now)
+        claims = self._claim([(job, now)], now)
+        if claims:
+            return _TRIGGER_REFUSED[claims[(name, now)]].format(name=name)
         return self._start(job, now)
 
     def _refusal(self, name: str) -> str | None:
@@ -224,10 +229,50 @@ class Loop:
     def _drain(self, now: datetime) -> None:
         """Start the queued runs there is room for now (the others wait on, or are missed)."""
         starts = self._queue.drain(now, self._pauses)
-        if starts and self.prepare is not None:
-            self.prepare(starts, now)
+        refused = self._claim(starts, now)
         for job, slot in starts:
+            self._start_claimed(job, slot, refused, now)
+
+    def _claim(self, starts: list[tuple[LoadedJob, datetime]], at: datetime) -> Refused:
+        """Record (and with replicas, claim) `starts` before any is spawned: those that may
+        not start, and why."""
+        if self.prepare is None or not starts:
+            return NONE_REFUSED
+        return self.prepare(starts, at) or NONE_REFUSED
+
+    def _start_claimed(
+        self, job: LoadedJob, slot: datetime, refused: Refused, now: datetime
+    ) -> None:
+        """Start `job` for `slot` unless its claim was refused; then, as the refusal says:
+        nothing (another replica runs it), skipped, or tried again later."""
+        reason = refused.get((job.name, slot)) if refused else None
+        if reason is None:
             self._start(job, slot)
+        else:
+            self._refuse(job, slot, reason, now)
+
+    def _refuse(self, job: LoadedJob, slot: datetime, reason: Refusal, now: datetime) -> None:
+        if reason == "database":
+            self._unclaimed.put(job, slot, now)
+            self._wake.set()  # a new instant to wake at: the next try
+        elif reason == "busy":  # this replica holds the slot's claim: it tells of the skip
+            entry = self.schedule.entries.get(job.name)
+            cursor, fire = (slot, None) if entry is None else (entry.cursor, entry.next_fire)
+            self._tell(job, Decision(job.name, cursor, fire, skip=slot, skip_reason="overlap"))
+
+    def _retry_claims(self, now: datetime) -> None:
+        """The starts the database did not answer for, tried again at their time."""
+        pauses = self._pauses
+        starts = [s for s in self._unclaimed.due(now) if not pauses.pass_over(s[0].name, now)]
+        if not starts:
+            return
+        refused = self._claim(starts, now)
+        for job, slot in starts:
+            self._start_claimed(job, slot, refused, now)
+        if "database" in refused.values():
+            self._unclaimed.failed(now)
+        else:
+            self._unclaimed.answered()
 
     def _replacing(self, decision: Decision) -> bool:
         return decision.replace and bool(self.running.get(decision.job))
@@ -293,6 +338,8 @@ class Loop:
             target = min(target, self._pauses.ends)
         if (queue_wake := self._queue.wake_at()) is not None and not self._stopping:
             target = min(target, queue_wake)
+        if (claim_wake := self._unclaimed.wake_at()) is not None and not self._stopping:
+            target = min(target, claim_wake)
         if target <= now or self._wake.is_set():
             self._wake.clear()
             await asyncio.sleep(0)
@@ -315,6 +362,8 @@ class Loop:
             self._start(job, slot)
         if self._queue:
             self._drain(now)
+        if self._unclaimed:
+            self._retry_claims(now)
         # Slots up to `lead` ahead are handled now, as of the latest of them (`at`): planned,
         # recorded and made ready to spawn before it (the runs are built, their pipes made),
         # spawned at it: the gate blocks until `at` just before the first spawn, and before
@@ -328,11 +377,12 @@ class Loop:
             self.schedule, due, at, self.running, pauses=self._pauses, queued=self._queue.counts
         )
         held = self._queue.hold(decisions, self._replacing)
+        refused = NONE_REFUSED
         if self.prepare is not None and (starts := self._starts(due, decisions, held)):
-            self.prepare(starts, at)  # all of them, before any is spawned
+            refused = self._claim(starts, at)  # all of them, before any is spawned
         gate = _gate(self.clock, at) if at > now else None
         for i, (entry, decision) in enumerate(zip(due, decisions, strict=True)):
-            self._act(entry.job, decision, gate, queued=i in held)
+            self._act(entry.job, decision, gate, queued=i in held, refused=refused)
         if gate is not None:
             gate()  # nothing was spawned (skipped, or could not start): still not before `at`
         if due and self.after_tick:
@@ -350,7 +400,13 @@ class Loop:
         ]
 
     def _act(
-        self, job: LoadedJob, decision: Decision, gate: Gate | None = None, *, queued: bool = False
+        self,
+        job: LoadedJob,
+        decision: Decision,
+        gate: Gate | None = None,
+        *,
+        queued: bool = False,
+        refused: Refused = NONE_REFUSED,
     ) -> None:
         logs = decision.caught_up is not None or decision.missed or decision.skip or queued
         if gate is not None and (logs or decision.replace):
@@ -370,6 +426,8 @@ class Loop:
                 return
         if queued:
             self._queue.put(job, decision.start)
+        elif refused and (reason := refused.get((job.name, decision.start))) is not None:
+            self._refuse(job, decision.start, reason, self.clock.now())
         else:
             self._start(job, decision.start, gate)
 
@@ -401,7 +459,12 @@ class Loop:
                 old = [r for r in self.running.get(job.name, ()) if r not in ended]
                 for run in old:
                     run.stop()
-            new = self._start(job, slot)
+            now = self.clock.now()
+            refused = self._claim([(job, slot)], now)
+            if refused:
+                self._refuse(job, slot, refused[(job.name, slot)], now)
+            else:
+                new = self._start(job, slot)
         finally:
             if pending is not None:
                 pending.settle(new)
@@ -434,6 +497,14 @@ class Loop:
 
     def all_runs(self) -> list[RunHandle]:
         return [run for runs in self.running.values() for run in runs]
+
+
+# Why a trigger did not start, when its claim was refused (with replicas).
+_TRIGGER_REFUSED: dict[Refusal, str] = {
+    "taken": "another replica claimed the same instant for {name}; try again",
+    "busy": "{name} has a run going on another replica and overlap: skip",
+    "database": "the database is unavailable, and no run starts without a claim",
+}
 
 
 def _plan(

@@ -7,6 +7,15 @@ again (`state.recovered`), and scheduling goes on unrecorded. A store that canno
 opened (`state.unavailable`), or that a write found damaged or gone, is opened again at
 the next heartbeat (`open`), a damaged file moved aside first (`state.moved_aside`).
 
+With replicas (`daemon.database`, docs/replicas.md) one rule changes: no run starts
+without a claim. `prepare` claims a wake's starts and says which may not start (another
+replica holds the claim, or the database did not answer: the loop tries those again);
+the database going away is `database.unavailable` (once) and its return
+`database.available`; while it is away, writes other than claims are not tried more than
+once per backoff (a host that drops packets would hold the loop for the connect timeout at
+every write), and the ends of runs that could not be written are kept (10,000 at most)
+and written when it answers again, so no run it saw end stays "running" in its history.
+
 The recorder is the runner's Recorder: it turns runs into the plain values the store
 takes (crond/store/base.py). docs/state.md has the table of failures and what they do.
 """
@@ -20,7 +29,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from crond.clock import Clock, iso_utc
-from crond.store.base import AttemptRow, Start, StateError, Store, ViewRow
+from crond.daemon.claims import NONE_REFUSED, Refusal, Refused
+from crond.store.base import AttemptRow, ReplicaTaken, Start, StateError, Store, ViewRow
 from crond.store.locate import boot_id
 
 if TYPE_CHECKING:
@@ -29,6 +39,8 @@ if TYPE_CHECKING:
     from crond.run.runner import Run, RunResult
 
 T = TypeVar("T")
+_UNWRITTEN = 10_000  # ends of runs kept while the database is away
+_BACKOFF_FIRST, _BACKOFF_LONGEST = 0.5, 5.0
 # Opens the store: `aside` says it is known to be damaged (crond.store.locate.open_store).
 Opener = Callable[[bool], Store]
 
@@ -43,8 +55,13 @@ class StoreRecorder:
         log: FilteringBoundLogger,
         clock: Clock,
         quiet: float = 10.0,
+        *,
+        replica: str | None = None,
     ) -> None:
         self.opener = opener
+        # This replica's name when the store is a cluster's (daemon.database); None: the
+        # store is this daemon's alone.
+        self.replica = replica
         self.store: Store | None = None
         self.log = log
         self.clock = clock
@@ -60,6 +77,15 @@ class StoreRecorder:
         # Told of a run's last attempt before its end is written: what it makes (the
         # notifiers' outbox) is in the store first, so no crash falls between the two.
         self.before_end: Callable[[Run, RunResult, Sequence[str]], None] | None = None
+        # Jobs each replica runs (`replicas: all`): their claims are this replica's copy.
+        self.each_replica: frozenset[str] = frozenset()
+        # Jobs that run one at a time (`overlap: skip`): with replicas, not claimed while
+        # a run of the job goes on another replica.
+        self.one_at_a_time: frozenset[str] = frozenset()
+        self._down_since: float | None = None  # the database away since (monotonic)
+        self._retry_at = 0.0  # the next write tried while it is away (monotonic)
+        self._backoff = _BACKOFF_FIRST
+        self._unwritten: list[Callable[[Store], None]] = []  # ends of runs not yet written
 
     # --- the store's health -----------------------------------------------------------
 
@@ -68,6 +94,13 @@ class StoreRecorder:
         if self.opener is None:
             return "off"
         return "ok" if self.store is not None and not self.degraded else "degraded"
+
+    def database(self) -> str | None:
+        """The cluster's database as the liveness file reports it: `ok` or `unavailable`
+        (None: no database)."""
+        if self.replica is None:
+            return None
+        return "ok" if self.store is not None and self._down_since is None else "unavailable"
 
     def wants_open(self) -> bool:
         """Whether there should be a store and there is none that works: not opened,
@@ -84,6 +117,8 @@ class StoreRecorder:
         try:
             store = self.opener(self.corrupt)
             lost = [] if self._opened else store.close_lost(self.clock.now())
+        except ReplicaTaken:
+            raise  # the daemon refuses to start: not a store failure to ride out
         except StateError as exc:
             self.failed(exc, "state.unavailable")
             return False
@@ -92,12 +127,11 @@ class StoreRecorder:
             self.log.error("state.moved_aside", path=store.location, moved_to=store.moved_aside)
         self.store = store
         self.corrupt = False
-        if self.degraded:
-            self.degraded = False
-            self.log.info("state.recovered")
+        self._recovered()
         self.log.info("state.opened", path=store.location)
-        info = {"pid": os.getpid(), "boot_id": boot_id(), "started": iso_utc(self.clock.now())}
-        self.mark("daemon", json.dumps(info))  # for `crond status`: is its daemon alive?
+        if self.replica is None:  # a cluster's replicas are in its replicas table
+            info = {"pid": os.getpid(), "boot_id": boot_id(), "started": iso_utc(self.clock.now())}
+            self.mark("daemon", json.dumps(info))  # for `crond status`: is its daemon alive?
         for row in lost:
             self.log.warning("job.lost", job=row.job, run_id=row.run_id, slot=iso_utc(row.slot))
             if self.on_lost is not None:
@@ -125,42 +159,89 @@ class StoreRecorder:
 
     def failed(self, exc: Exception, event: str = "state.write_failed") -> None:
         """A failure of the store: degraded until a write works; logged at most once per
-        `quiet` seconds."""
+        `quiet` seconds (a cluster's database: `database.unavailable`, once an outage)."""
         self.degraded = True
         if isinstance(exc, StateError) and exc.corrupt:
             self.corrupt = True
         now = self.clock.monotonic()
+        if self.replica is not None:
+            self._retry_at = now + self._backoff
+            self._backoff = min(self._backoff * 2, _BACKOFF_LONGEST)
+            if self._down_since is None:
+                self._down_since = now
+                self.log.error("database.unavailable", error=str(exc))
+            return
         if self._logged_at is None or now - self._logged_at >= self.quiet:
             self._logged_at = now
             self.log.error(event, error=str(exc))
 
-    def write(self, write: Callable[[Store], T]) -> T | None:
+    def _recovered(self) -> None:
+        """A write worked: the end of a degraded spell, or of the database's absence."""
+        if not self.degraded:
+            return
+        self.degraded = False
+        if self._down_since is None:
+            self.log.info("state.recovered")
+            return
+        away = round(self.clock.monotonic() - self._down_since, 3)
+        self._down_since = None
+        self._backoff = _BACKOFF_FIRST
+        self.log.info("database.available", after_s=away)
+        pending, self._unwritten = self._unwritten, []
+        for i, write in enumerate(pending):
+            if self.store is None:
+                return
+            try:
+                write(self.store)
+            except StateError as exc:  # away again: what is left waits for its return
+                self._unwritten = pending[i:] + self._unwritten
+                self.failed(exc)
+                return
+
+    def write(self, write: Callable[[Store], T], *, force: bool = False) -> T | None:
         """One write (or read) of the store, if there is one: its result, or None (logged,
-        and the store marked degraded) when it failed. One that works ends a degraded spell."""
+        and the store marked degraded) when it failed. One that works ends a degraded spell.
+        While a cluster's database is away, one is tried at most once per backoff unless
+        `force`d (claims, and the heartbeat's)."""
         if self.store is None:
+            return None
+        if self._down_since is not None and not force and self.clock.monotonic() < self._retry_at:
             return None
         try:
             result = write(self.store)
         except StateError as exc:
             self.failed(exc)
             return None
-        if self.degraded:
-            self.degraded = False
-            self.log.info("state.recovered")
+        self._recovered()
         return result
 
     # --- runs -------------------------------------------------------------------------
 
-    def prepare(self, starts: Sequence[Start], *, started: datetime | None = None) -> None:
+    def prepare(self, starts: Sequence[Start], *, started: datetime | None = None) -> Refused:
         """Record the first attempts of a wake's runs in one commit, before any of them is
         spawned, as started at `started` (default: now); each run's `started` then finds
-        its row."""
+        its row. With replicas, claim them in that commit: those that may not start, and
+        why (all of them when the database did not answer)."""
         if not starts:
-            return
+            return NONE_REFUSED
         at = started or self.clock.now()
-        ids = self.write(lambda store: store.start_many(starts, at))
-        for start, row_id in zip(starts, ids or [], strict=False):
-            self._prepared[start.run_id] = row_id
+        if self.replica is None:
+            ids = self.write(lambda store: store.start_many(starts, at))
+            for start, row_id in zip(starts, ids or [], strict=False):
+                self._prepared[start.run_id] = row_id
+            return NONE_REFUSED
+        each = self.each_replica
+        copies = [self.replica if s.job in each else "" for s in starts]
+        claims = self.write(lambda store: store.claim_many(starts, at, copies=copies), force=True)
+        if claims is None:
+            return dict.fromkeys(((s.job, s.slot) for s in starts), "database")
+        refused: dict[tuple[str, datetime], Refusal] = {}
+        for start, claim in zip(starts, claims, strict=True):
+            if claim is None:
+                refused[(start.job, start.slot)] = "taken"
+            else:
+                self._prepared[start.run_id] = claim
+        return refused
 
     def started(self, run: Run, attempt: int) -> object:
         if attempt == 1 and self._prepared:
@@ -183,7 +264,7 @@ class StoreRecorder:
             self.before_end(run, result, tail)
         if not isinstance(token, int):
             return
-        self.write(
+        self._write_end(
             lambda store: store.finish(
                 token,
                 job=run.job,
@@ -197,6 +278,24 @@ class StoreRecorder:
             )
         )
 
+    def _write_end(self, write: Callable[[Store], None]) -> None:
+        """A run's end: with replicas, kept to write again when the database is back."""
+        if self.replica is None:
+            self.write(write)
+            return
+        if self.store is not None and (
+            self._down_since is None or self.clock.monotonic() >= self._retry_at
+        ):
+            try:
+                write(self.store)
+            except StateError as exc:
+                self.failed(exc)
+            else:
+                self._recovered()
+                return
+        if len(self._unwritten) < _UNWRITTEN:
+            self._unwritten.append(write)
+
     # --- what the daemon keeps besides runs -------------------------------------------
 
     def cursors(self) -> dict[str, datetime]:
@@ -208,12 +307,16 @@ class StoreRecorder:
         id, every daemon start counts as a boot."""
         if self.store is None or boot is None:
             return False
-        return self.write(lambda store: store.get_meta(f"reboot:{job}")) == boot
+        return self.write(lambda store: store.get_meta(self._reboot_key(job))) == boot
 
     def mark_boot(self, job: str, boot: str | None) -> None:
         """`job` (`@reboot`) starts in this boot: recorded before it is spawned."""
         if boot is not None:
-            self.mark(f"reboot:{job}", boot)
+            self.mark(self._reboot_key(job), boot)
+
+    def _reboot_key(self, job: str) -> str:
+        """`@reboot` is per host: with replicas, each replica keeps its own mark."""
+        return f"reboot:{job}" if self.replica is None else f"reboot:{self.replica}:{job}"
 
     def mark(self, key: str, value: str) -> None:
         self.write(lambda store: store.set_meta(key, value))

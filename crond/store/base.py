@@ -8,18 +8,10 @@ view of the jobs for status, and the pauses operators set (`crond pause`). Only 
 values cross: names, instants, numbers, text — no runner or config objects — so an
 implementation knows nothing of the rest of crond.
 
-`crond.store.sqlite` is the implementation in use (one SQLite file in the state directory);
-`crond.store.locate` chooses and opens it. `crond.store.postgres` implements the same two
-Protocols for several replicas sharing one PostgreSQL database (not chosen by `locate`
-yet), and `Replicated` besides: the replicas' heartbeats. What the store keeps, and why,
-is docs/state.md.
-
-Claims (`Store.claim_many`): before a run of a slot starts, its daemon claims
-`(job, slot, copy)` in the same commit that records the start. A store shared by several
-replicas keeps each claim once (a uniqueness constraint), so of the replicas that reach a
-slot only one gets a row id back and runs it; the others get None and move their cursor
-on. `copy` is "" for a job one replica runs, and the replica's name for a job each
-replica runs (`replicas: all`). A store of one daemon never refuses a claim.
+`crond.store.sqlite` is the daemon's (one SQLite file in the state directory), opened by
+`crond.store.locate`. `crond.store.postgres` is several replicas' sharing one PostgreSQL
+database (`locate` opens it for reading only, yet): `Replicated` adds their heartbeats,
+kill requests and claims (`Store.claim_many`: one replica wins a slot's). docs/state.md.
 """
 
 from __future__ import annotations
@@ -27,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from crond.clock import iso_utc
 
@@ -40,6 +32,10 @@ class StateError(Exception):
     def __init__(self, message: str, *, corrupt: bool = False) -> None:
         super().__init__(message)
         self.corrupt = corrupt
+
+
+class ReplicaTaken(StateError):  # noqa: N818  (the name the daemon and docs use)
+    """A live process holds this replica's name in its cluster; the message says which."""
 
 
 class Start(NamedTuple):
@@ -123,6 +119,37 @@ class PauseRow(NamedTuple):
     until: datetime | None  # None: until resumed
     note: str | None
     by: str  # JSON text: {"uid", "user", "pid"} of who paused it (the socket's peer)
+
+
+class ReplicaRow(NamedTuple):
+    """A replica of a cluster as its last heartbeat left it (`last_beat`: by its clock)."""
+
+    name: str
+    host: str
+    pid: int
+    boot_id: str | None
+    started: datetime
+    last_beat: datetime
+    version: str
+    config_digest: str | None  # of the file it runs; None: not loaded yet
+
+
+class KillRow(NamedTuple):
+    """`crond kill` of `target` (a job, a run id) by `by` (JSON), taken by `replica`."""
+
+    id: int
+    target: str
+    by: str
+    replica: str
+    requested: datetime
+
+
+class Poll(NamedTuple):
+    """A second's read: pauses, kills after an id (oldest first, <= 1000), the last id."""
+
+    pauses: dict[str, PauseRow]
+    kills: list[KillRow]
+    last_kill: int
 
 
 class NextFire(Protocol):
@@ -337,7 +364,18 @@ class Store(Reader, Protocol):
         ...
 
 
-class Replicated(Store, Protocol):
+@runtime_checkable
+class ClusterReader(Reader, Protocol):
+    """A store replicas share, as status, history and ps read it: its replicas by name,
+    their open attempts, the database's clock, each job's newest attempt's replica."""
+
+    def replicas(self) -> list[ReplicaRow]: ...
+    def open_runs(self) -> list[AttemptRow]: ...
+    def clock(self) -> datetime: ...
+    def newest_replicas(self) -> dict[str, str]: ...
+
+
+class Replicated(Store, ClusterReader, Protocol):
     """A store shared by several replicas (crond.store.postgres): each says it is alive
     (`beat`), and a survivor closes the runs of a replica that stopped saying so."""
 
@@ -346,9 +384,9 @@ class Replicated(Store, Protocol):
         """This replica's name: its attempts and claims (`replicas: all`) carry it."""
         ...
 
-    def beat(self, now: datetime) -> None:
-        """This replica is alive at `now` (its pid, host, boot, version and the digest of
-        the file it runs are kept with it), in one commit."""
+    def beat(self, now: datetime) -> datetime:
+        """This replica is alive at `now` (kept with its pid, host, boot, version and file's
+        digest), in one commit; the database's clock then (`cluster.clock_skew`)."""
         ...
 
     def close_dead(self, now: datetime, timeout: timedelta) -> list[AttemptRow]:
@@ -356,3 +394,7 @@ class Replicated(Store, Protocol):
         `timeout`, closed as `lost` in one commit; when survivors race, each attempt is
         closed (and returned) by one of them only."""
         ...
+
+    # A KillRow kept for every replica to see, its id; and `Poll` in one transaction.
+    def request_kill(self, target: str, by: str, now: datetime) -> int: ...
+    def poll(self, after: int) -> Poll: ...

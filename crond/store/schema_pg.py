@@ -18,9 +18,22 @@ from typing import Any
 
 from crond.store.base import StateError
 
-SCHEMA_VERSION = 1
-# version -> the statements that bring it to version + 1 (none yet: 1 is the first).
-UPGRADES: dict[int, tuple[str, ...]] = {}
+SCHEMA_VERSION = 2
+# Kill requests (`crond kill` reaching every replica): new in schema 2.
+_KILLS = (
+    """CREATE TABLE IF NOT EXISTS crond_kills (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        cluster text NOT NULL,
+        target text NOT NULL,  -- a job's name or a run id
+        who text NOT NULL,  -- JSON text: who asked
+        replica text NOT NULL,  -- the replica that took the request
+        requested timestamptz NOT NULL
+    )""",
+    # The poll's index: the requests after the last one seen, and the newest id.
+    "CREATE INDEX IF NOT EXISTS crond_kills_cluster ON crond_kills (cluster, id)",
+)
+# version -> the statements that bring it to version + 1.
+UPGRADES: dict[int, tuple[str, ...]] = {1: _KILLS}
 # The transaction-scoped advisory lock the creation and upgrades run under (any constant
 # of our own: "crond" in ASCII). Only the migration takes it; claims never do.
 MIGRATION_LOCK = 0x63726F6E64
@@ -147,6 +160,7 @@ TABLES = (
         config_digest text,
         PRIMARY KEY (cluster, name)
     )""",
+    *_KILLS,
 )
 
 

@@ -1,0 +1,113 @@
+"""The runs a replica could not claim because the database did not answer (docs/replicas.md).
+
+With `daemon.database`, nothing starts without a claim: a start whose claim failed (the
+database unreachable, or too slow) is not run. It waits here and is tried again with
+backoff — from half a second, doubling, to five seconds — until its grace (slot + the
+job's `grace`) runs out; then it is missed (`job.missed`, `reason: database`). A claim
+that another replica holds is not a failure: that replica runs the slot, and this one
+forgets it.
+
+One slot a job waits at most: a newer due slot of the job takes the older one's place
+(the older one is missed), so an outage of an hour holds one start per job, not one per
+slot, and the database's return starts each job once, not a burst of its old slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from crond.config.loaded import LoadedJob
+from crond.when.plan import Decision, Missed, Schedule
+
+# Why a start was not claimed (the daemon's `prepare` says, per (job, slot)): another replica
+# holds the claim (it runs the slot); a run of the job goes on another replica and the job
+# runs one at a time (`overlap: skip`); or the database did not answer (tried again here).
+Refusal = Literal["taken", "busy", "database"]
+Refused = Mapping[tuple[str, datetime], Refusal]
+NONE_REFUSED: Refused = {}
+
+_FIRST = timedelta(milliseconds=500)
+_LONGEST = timedelta(seconds=5)
+# A start whose grace ends at t is missed after t: the loop wakes this much after t.
+_AFTER = timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    job: LoadedJob
+    slot: datetime
+    deadline: datetime  # slot + the job's grace: missed after it
+
+
+class Unclaimed:
+    """The starts waiting for the database, one a job, for one loop over its Schedule."""
+
+    def __init__(self, *, schedule: Schedule, tell: Callable[[LoadedJob, Decision], None]) -> None:
+        self.schedule = schedule
+        self.tell = tell  # a missed start's decision: logged, and told to the watcher
+        self._items: dict[str, _Waiting] = {}  # by job name, in the order they fell due
+        self._delay = _FIRST
+        self._retry_at: datetime | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def put(self, job: LoadedJob, slot: datetime, now: datetime) -> None:
+        """`job`'s start for `slot` could not be claimed: it waits (an older waiting slot of
+        the job is missed now), and is tried again after the current backoff."""
+        older = self._items.pop(job.name, None)
+        if older is not None:
+            self._missed(older)
+        self._items[job.name] = _Waiting(job, slot, slot + job.settings.grace)
+        if self._retry_at is None:
+            self._retry_at = now + self._delay
+
+    def wake_at(self) -> datetime | None:
+        """When the loop must wake for these by itself: the next try, or just after the
+        earliest end of grace (None: nothing waits)."""
+        if not self._items:
+            return None
+        ends = min(item.deadline for item in self._items.values()) + _AFTER
+        return ends if self._retry_at is None else min(self._retry_at, ends)
+
+    def due(self, now: datetime) -> list[tuple[LoadedJob, datetime]]:
+        """The starts to try claiming again now (taken off: the loop puts back those that
+        fail again), in the order they fell due; those whose grace ran out are missed, and
+        those of a job removed from the file since are dropped."""
+        for name, item in list(self._items.items()):
+            if now > item.deadline:
+                del self._items[name]
+                self._missed(item)
+        if self._retry_at is None or now < self._retry_at or not self._items:
+            return []
+        starts = []
+        for name, item in self._items.items():
+            entry = self.schedule.entries.get(name)
+            if entry is not None:
+                starts.append((entry.job, item.slot))
+        self._items = {}
+        self._retry_at = None
+        return starts
+
+    def failed(self, now: datetime) -> None:
+        """A try failed again: wait longer before the next."""
+        self._delay = min(self._delay * 2, _LONGEST)
+        if self._items:
+            self._retry_at = now + self._delay
+
+    def answered(self) -> None:
+        """The database answered a claim: the next outage's backoff starts afresh."""
+        self._delay = _FIRST
+
+    def forget(self, name: str) -> None:
+        """`name` was paused or replaced: its waiting start is not run (nor missed)."""
+        self._items.pop(name, None)
+
+    def _missed(self, item: _Waiting) -> None:
+        entry = self.schedule.entries.get(item.job.name)
+        cursor, fire = (item.slot, None) if entry is None else (entry.cursor, entry.next_fire)
+        missed = Missed(1, item.slot, item.slot, reason="database")
+        self.tell(item.job, Decision(item.job.name, cursor, fire, missed=missed))

@@ -1,0 +1,256 @@
+"""A replica's part in its cluster (`daemon.database`, docs/replicas.md), beside the loop.
+
+Once a heartbeat (`beat`, called by the daemon's heartbeat): say this replica is alive;
+compare its clock with the database's (`cluster.clock_skew` past a second); close the
+unfinished runs of replicas silent for `replica_timeout` as lost (`job.lost`, and the
+notifiers' `lost`); compare the replicas' files (`cluster.config_mismatch`, once per
+change, naming them).
+
+Once a second (`poll`, a task of the daemon): the cluster's pauses, applied here as they
+change (a pause or resume asked of any replica holds on all of them within about a
+second), and the kill requests other replicas wrote for runs (a `crond kill` asked of any
+replica stops the run where it runs). Polling, not LISTEN: nothing here depends on a
+session that a pooler or a failover could cut.
+
+Every query goes through the recorder, so the database's absence is its business (one
+`database.unavailable`, backoff) and this module just finds nothing to do meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+from structlog.typing import FilteringBoundLogger
+
+from crond import __version__
+from crond.clock import Clock, iso_utc
+from crond.daemon.loop import Loop
+from crond.daemon.recorder import StoreRecorder
+from crond.run import runner
+from crond.store.base import AttemptRow, PauseRow, Replicated
+
+if TYPE_CHECKING:
+    from crond.config.loaded import LoadedConfig
+
+POLL_EVERY = 1.0  # seconds: kill and pause reach every replica within two
+SKEW_LIMIT = timedelta(seconds=1)
+
+
+def database_url(cfg: LoadedConfig, environ: Mapping[str, str] | None = None) -> str | None:
+    """The cluster's database: `CROND_DATABASE_URL`, else the file's `daemon.database`
+    (None: no database, one daemon with its SQLite store)."""
+    env = os.environ if environ is None else environ
+    return env.get("CROND_DATABASE_URL") or cfg.daemon.database
+
+
+def replica_name(
+    flag: str | None, cfg: LoadedConfig, environ: Mapping[str, str] | None = None
+) -> str:
+    """This replica's name: `--replica`, else `CROND_REPLICA`, else `daemon.replica`, else
+    the host name."""
+    env = os.environ if environ is None else environ
+    return flag or env.get("CROND_REPLICA") or cfg.daemon.replica or socket.gethostname()
+
+
+class Cluster:
+    """What one replica does for its cluster, besides claiming its runs (the recorder)."""
+
+    def __init__(
+        self,
+        *,
+        log: FilteringBoundLogger,
+        clock: Clock,
+        loop: Loop,
+        recorder: StoreRecorder,
+        on_paused: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        self.log = log
+        self.clock = clock
+        self.loop = loop
+        self.recorder = recorder
+        self.on_paused = on_paused  # a pause began or ended here (the metrics)
+        self.replica = recorder.replica or ""
+        self.timeout = timedelta(seconds=30)  # daemon.replica_timeout, set at each load
+        self.digest: str | None = None  # of this replica's file
+        self._skewed = False
+        self._mismatch: frozenset[tuple[str, str, str]] = frozenset()
+        self._last_kill: int | None = None  # None: not polled yet (older requests are old)
+        self._pauses: dict[str, PauseRow] = {}  # the cluster's, as last polled
+
+    def configure(self, cfg: LoadedConfig, digest: str | None) -> None:
+        self.timeout = cfg.daemon.replica_timeout
+        self.digest = digest
+
+    def _store(self, write: Callable[[Replicated], Any]) -> Any:
+        """One query of the cluster's store through the recorder: its result, or None."""
+        return self.recorder.write(lambda store: write(cast(Replicated, store)), force=True)
+
+    # --- once a heartbeat ----------------------------------------------------------------
+
+    def beat(self, now: datetime) -> None:
+        if self.recorder.store is None:
+            return
+        sent = self.clock.monotonic()
+        theirs = self._store(lambda store: store.beat(now))
+        if isinstance(theirs, datetime):
+            self._clock(now, theirs, self.clock.monotonic() - sent)
+        lost = self._store(lambda store: store.close_dead(now, self.timeout)) or []
+        for row in lost:
+            self._lost(row)
+        replicas = self._store(lambda store: store.replicas())
+        if replicas is not None:
+            self._compare(replicas, now)
+
+    def _clock(self, ours: datetime, theirs: datetime, round_trip: float) -> None:
+        """`cluster.clock_skew` when this host's clock is more than a second from the
+        database's (the round trip's half allowed for), once until it is back within."""
+        skew = (ours - theirs).total_seconds()
+        skewed = abs(skew) - round_trip / 2 > SKEW_LIMIT.total_seconds()
+        if skewed and not self._skewed:
+            self.log.warning(
+                "cluster.clock_skew", replica=self.replica, skew_s=round(skew, 3),
+                database_time=iso_utc(theirs),
+            )  # fmt: skip
+        elif self._skewed and not skewed:
+            self.log.info("cluster.clock_ok", replica=self.replica, skew_s=round(skew, 3))
+        self._skewed = skewed
+
+    def _lost(self, row: AttemptRow) -> None:
+        self.log.warning(
+            "job.lost", job=row.job, run_id=row.run_id, slot=iso_utc(row.slot),
+            replica=row.replica,
+        )  # fmt: skip
+        if self.recorder.on_lost is not None:
+            self.recorder.on_lost(row)
+
+    def _compare(self, replicas: list[Any], now: datetime) -> None:
+        """`cluster.config_mismatch` when the live replicas do not all run this file (its
+        digest) and this crond's version; said again only when who differs changes."""
+        fresh = now - self.timeout
+        differ = frozenset(
+            (r.name, r.config_digest or "", r.version or "")
+            for r in replicas
+            if r.name != self.replica
+            and r.last_beat >= fresh
+            and (r.config_digest != self.digest or r.version != __version__)
+        )
+        if differ == self._mismatch:
+            return
+        self._mismatch = differ
+        if not differ:
+            self.log.info("cluster.config_match", replica=self.replica)
+            return
+        self.log.warning(
+            "cluster.config_mismatch",
+            replica=self.replica,
+            digest=(self.digest or "")[:12],
+            version=__version__,
+            others=[
+                {"replica": name, "digest": digest[:12], "version": version}
+                for name, digest, version in sorted(differ)
+            ],
+        )
+
+    # --- once a second -------------------------------------------------------------------
+
+    async def poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(POLL_EVERY)
+            self.poll()
+
+    def poll(self) -> None:
+        """The cluster's pauses and the kill requests since the last poll, applied."""
+        if self.recorder.store is None:
+            return
+        after = self._last_kill
+        found = self.recorder.write(
+            lambda store: cast(Replicated, store).poll(after or 0)
+        )  # not forced: while the database is away, tried once per backoff
+        if found is None:
+            return
+        self._sync_pauses(found.pauses)
+        if after is not None:
+            for kill in found.kills:
+                if kill.replica != self.replica:
+                    self._kill(kill.target, kill.by, kill.replica)
+        self._last_kill = max(found.last_kill, after or 0)
+
+    def _sync_pauses(self, rows: dict[str, PauseRow]) -> None:
+        """Pauses another replica set or ended: this loop holds (or frees) the job too."""
+        now = self.clock.now()
+        mine = self.loop.pauses()
+        for name, row in rows.items():
+            ended = row.until is not None and row.until <= now
+            if ended or (name in mine and mine[name] == row.until):
+                continue
+            self.loop.pause(name, row.until)
+            self.log.info(
+                "job.paused", job=name, until=None if row.until is None else iso_utc(row.until),
+                note=row.note, by=_by(row.by), via="cluster",
+            )  # fmt: skip
+            self._tell(name, True)
+        for name in mine:
+            if name not in rows and name in self._pauses:
+                skipped = self.loop.resume(name)
+                if skipped is not None:
+                    self.log.info("job.resumed", job=name, by=None, skipped=skipped, via="cluster")
+                    self._tell(name, False)
+        self._pauses = rows
+
+    def _kill(self, target: str, by: str, replica: str) -> None:
+        for run in self.loop.kill(target):
+            assert isinstance(run, runner.Run)
+            self.log.warning(
+                "job.kill_requested", job=run.job, run_id=run.run_id, by=_by(by),
+                via=replica,
+            )  # fmt: skip
+
+    def _tell(self, name: str, paused: bool) -> None:
+        if self.on_paused is not None:
+            self.on_paused(name, paused)
+
+    # --- for the control socket ----------------------------------------------------------
+
+    def request_kill(self, target: str, by: dict[str, Any]) -> list[dict[str, Any]]:
+        """Ask the other replicas to stop `target` (a job, or a run id): the runs of theirs
+        it names (as the database has them), each with its replica."""
+        text = json.dumps(by, separators=(",", ":"))
+        now = self.clock.now()
+        runs = self._store(lambda store: store.open_runs()) or []
+        theirs = [r for r in runs if r.replica != self.replica and target in (r.job, r.run_id)]
+        if theirs:
+            self._store(lambda store: store.request_kill(target, text, now))
+        return [{"job": r.job, "run_id": r.run_id, "replica": r.replica} for r in theirs]
+
+    def other_runs(self) -> list[dict[str, Any]]:
+        """The runs going on the other replicas, as `crond ps` shows them."""
+        now = self.clock.now()
+        runs = self._store(lambda store: store.open_runs()) or []
+        return [
+            {
+                "job": r.job,
+                "run_id": r.run_id,
+                "attempt": r.attempt,
+                "pid": None,
+                "slot": iso_utc(r.slot),
+                "started": iso_utc(r.started),
+                "elapsed": round(max(0.0, (now - r.started).total_seconds()), 3),
+                "replica": r.replica,
+            }
+            for r in runs
+            if r.replica != self.replica
+        ]
+
+
+def _by(text: str) -> object:
+    """Who asked, as the store keeps it (JSON text), for the log."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -1,0 +1,199 @@
+"""The PostgreSQL store's cluster side: a replica's name registered (and refused while
+another live process holds it), its heartbeat, the runs of dead replicas closed, and the
+kill requests every replica polls for.
+
+**One name, one live process.** Two replicas of one name would close each other's runs as
+`lost` and share their claims of `replicas: all` copies. At open, a replica inserts its
+row if there is none and locks the row in the same transaction (`INSERT … ON CONFLICT DO
+NOTHING`, then `SELECT … FOR UPDATE`), so of two processes of one name starting together
+the second waits for the first's commit and then sees it. The row's holder is alive when,
+on this host and boot, its pid runs (a pid equal to ours is us, restarted in a
+container: not alive); elsewhere, when its last heartbeat is fresher than the timeout by
+the database's clock. A restart after a crash is therefore never held back on one host,
+and waits at most the timeout across hosts. docs/state.md says the rule for users.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from crond import __version__
+from crond.store.base import AttemptRow, KillRow, Poll, ReplicaTaken
+from crond.store.locate import boot_id
+from crond.store.pg_conn import PAUSES, attempt_of, pause_of, text, utc
+from crond.store.pg_read import Reads
+
+# Kill requests are for runs going on now: a replica polls every second, so an hour old
+# one has been seen by every replica alive.
+KILL_KEEP = timedelta(hours=1)
+# The most kill requests one `poll` returns (the rest come at the next).
+POLL_KILLS = 1000
+
+_CLOSED = (
+    # An attempt as close_lost and close_dead return it: as it was before it was closed.
+    "RETURNING id, run_id, job, slot, attempt, started, NULL::timestamptz, NULL::text, "
+    "exit_code, duration_s, output, replica"
+)
+# The other replicas of the cluster whose last beat is older than a given instant.
+_STALE = "SELECT name FROM crond_replicas WHERE cluster = %s AND name <> %s AND last_beat < %s"
+_CLOSE_DEAD = (
+    "UPDATE crond_attempts SET finished = %s, outcome = 'lost' WHERE cluster = %s "  # noqa: S608
+    f"AND finished IS NULL AND replica IN ({_STALE}) {_CLOSED}"
+)
+CLOSE_LOST = (
+    "UPDATE crond_attempts SET finished = %s, outcome = 'lost' WHERE cluster = %s "  # noqa: S608
+    f"AND replica = %s AND finished IS NULL {_CLOSED}"
+)
+_TAKE_OUTBOX = f"UPDATE crond_outbox SET replica = %s WHERE cluster = %s AND replica IN ({_STALE})"  # noqa: S608
+_BEAT = """
+INSERT INTO crond_replicas (cluster, name, pid, host, boot_id, started, last_beat, version,
+    config_digest)
+VALUES (%(cluster)s, %(name)s, %(pid)s, %(host)s, %(boot)s, %(started)s, %(beat)s,
+    %(version)s, %(digest)s)
+ON CONFLICT (cluster, name) DO UPDATE SET pid = excluded.pid, host = excluded.host,
+    boot_id = excluded.boot_id, started = excluded.started, last_beat = excluded.last_beat,
+    version = excluded.version, config_digest = excluded.config_digest
+"""
+# A name's first registration; no row back when the name has one already (committed, or
+# being committed by a process starting with us: then this waits for its commit).
+_REGISTER = _BEAT.split("ON CONFLICT", maxsplit=1)[0] + "ON CONFLICT DO NOTHING RETURNING 1"
+# The name's row, locked to the end of the transaction, with the database's clock.
+_HOLDER = (
+    "SELECT pid, host, boot_id, last_beat, clock_timestamp() FROM crond_replicas "
+    "WHERE cluster = %s AND name = %s FOR UPDATE"
+)
+_KILLS = (
+    "SELECT id, target, who, replica, requested FROM crond_kills WHERE cluster = %s "
+    "AND id > %s ORDER BY id LIMIT %s"
+)
+_LAST_KILL = "SELECT coalesce(max(id), 0) FROM crond_kills WHERE cluster = %s"
+
+
+class Cluster(Reads):
+    """What a replica does with the others of its cluster (base.Replicated's own part)."""
+
+    def __init__(self, url: str, *, cluster: str, replica: str, timeout: float) -> None:
+        super().__init__(url, cluster=cluster, replica=replica, timeout=timeout)
+        self._started = datetime.now(UTC)
+        self._digest: str | None = None  # of the file last published: the heartbeat's
+
+    @property
+    def replica(self) -> str:
+        return self._replica
+
+    def _beat_values(self, now: datetime) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster, "name": self._replica, "pid": os.getpid(),
+            "host": socket.gethostname(), "boot": boot_id(), "started": self._started,
+            "beat": now, "version": __version__, "digest": self._digest,
+        }  # fmt: skip
+
+    def _register(self, replica_timeout: timedelta) -> None:
+        """Take this replica's name in its cluster, in one transaction with its row
+        locked; ReplicaTaken while another live process holds it."""
+        values = self._beat_values(self._started)
+        with self._transaction() as cur:
+            cur.execute(_REGISTER, values)
+            if cur.fetchone() is None:  # the name has a row: whose, and is it alive?
+                cur.execute(_HOLDER, (self.cluster, self._replica))
+                pid, host, boot, last_beat, db_now = cur.fetchone()  # type: ignore[misc]
+                self._refuse_live(pid, host, boot, utc(last_beat), utc(db_now), replica_timeout)
+                cur.execute(_BEAT, values)
+
+    def _refuse_live(  # noqa: PLR0917  (the holder's row, as read)
+        self,
+        pid: int,
+        host: str,
+        boot: str | None,
+        last_beat: datetime,
+        db_now: datetime,
+        replica_timeout: timedelta,
+    ) -> None:
+        """Raise ReplicaTaken when the row's holder is alive (the module says when)."""
+        here = host == socket.gethostname() and boot is not None and boot == boot_id()
+        alive = _pid_runs(pid) if here else last_beat > db_now - replica_timeout
+        if not alive:
+            return
+        age = max(0, round((db_now - last_beat).total_seconds()))
+        raise ReplicaTaken(
+            f"replica {_shown(self._replica)} of cluster {_shown(self.cluster)} is already "
+            f"running (pid {pid} on host {_shown(host)}, last heartbeat {age}s ago): stop "
+            "it, or give this one another name (--replica or CROND_REPLICA)"
+        )
+
+    def beat(self, now: datetime) -> datetime:
+        with self._transaction() as cur:
+            cur.execute(_BEAT + " RETURNING clock_timestamp()", self._beat_values(now))
+            return utc(cur.fetchone()[0])  # type: ignore[index]
+
+    def close_dead(self, now: datetime, timeout: timedelta) -> list[AttemptRow]:
+        """One UPDATE of the open rows: a survivor racing this one waits for its row locks,
+        then finds them closed (`finished IS NULL` is checked again on the row it waited
+        for) and skips them. The dead replicas' notifications not yet delivered are this
+        replica's to send from now on."""
+        since = now - timeout
+        with self._transaction() as cur:
+            cur.execute(_CLOSE_DEAD, (now, self.cluster, self.cluster, self._replica, since))
+            rows = cur.fetchall()
+            self._summaries_lost(cur, rows, now)
+            cur.execute(
+                _TAKE_OUTBOX, (self._replica, self.cluster, self.cluster, self._replica, since)
+            )
+        return self._decoded(lambda: sorted(map(attempt_of, rows), key=lambda r: r.id))
+
+    def request_kill(self, target: str, by: str, now: datetime) -> int:
+        with self._transaction() as cur:
+            cur.execute(
+                "INSERT INTO crond_kills (cluster, target, who, replica, requested) "
+                "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                (self.cluster, text(target), text(by), self._replica, now),
+            )
+            return int(cur.fetchone()[0])  # type: ignore[index]
+
+    def poll(self, after: int) -> Poll:
+        """Three index reads in one transaction (docs/state.md has what one costs)."""
+        with self._transaction() as cur:
+            cur.execute(PAUSES, (self.cluster,))
+            pauses = cur.fetchall()
+            cur.execute(_KILLS, (self.cluster, after, POLL_KILLS))
+            kills = cur.fetchall()
+            cur.execute(_LAST_KILL, (self.cluster,))
+            last = int(cur.fetchone()[0])  # type: ignore[index]
+        return self._decoded(
+            lambda: Poll(
+                {r[0]: pause_of(r) for r in pauses},
+                [KillRow(int(i), t, w, r, utc(at)) for i, t, w, r, at in kills],
+                last,
+            )
+        )
+
+    def _prune_kills(self, cur: psycopg.Cursor[Any]) -> None:
+        cur.execute(
+            "DELETE FROM crond_kills WHERE cluster = %s AND requested < %s",
+            (self.cluster, datetime.now(UTC) - KILL_KEEP),
+        )
+
+
+def _pid_runs(pid: int) -> bool:
+    """Whether a process of that pid runs here (another user's answers EPERM: it does).
+    Our own pid is not another process: it is this one, restarted in a fresh container."""
+    if pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _shown(name: str) -> str:
+    """A name read from the database, as a message may show it: printable, bounded."""
+    name = name[:200]
+    return name if name.isprintable() and name.strip() == name and name else repr(name)

@@ -1,0 +1,207 @@
+"""The PostgreSQL store's connection: one connection a store, made again when it breaks,
+and every call one short transaction with its own statement timeout; every psycopg error
+turned into a StateError with nothing of the URL that could be a secret.
+
+No session state outlives a transaction (no session or advisory lock, no temporary
+table, no prepared statement: `prepare_threshold=None`; the timeout is `SET LOCAL`'s), so
+every guarantee of the store holds through a transaction-pooling PgBouncer and a
+failover. Also the row decoders the other parts share. crond/store/postgres.py is the
+store; docs/state.md what it keeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors
+from psycopg.conninfo import conninfo_to_dict
+
+from crond.clock import iso_utc
+from crond.config.secrets import show_url
+from crond.store.base import AttemptRow, PauseRow, StateError
+
+T = TypeVar("T")
+
+# The longest a message quoted from the server or libpq may be in a StateError.
+_MAX_MESSAGE = 300
+
+ATTEMPTS = (
+    "SELECT id, run_id, job, slot, attempt, started, finished, outcome, exit_code, duration_s, "
+    "output, replica FROM crond_attempts"
+)
+PAUSES = "SELECT job, since, until, note, who FROM crond_pauses WHERE cluster = %s"
+
+
+class Connection:
+    """A store's connection to its database, for one thread (the event loop's), and the
+    transactions its calls run in. `read_only`: every transaction is (`crond status`)."""
+
+    def __init__(
+        self, url: str, *, cluster: str, replica: str, timeout: float, read_only: bool = False
+    ) -> None:
+        self._url = url
+        self.cluster = cluster
+        self._replica = replica
+        self.timeout = timeout
+        self._read_only = read_only
+        self._conn: psycopg.Connection[Any] | None = None
+        self._closed = False
+
+    @property
+    def location(self) -> str:
+        return f"{show_url(self._url)} (cluster {self.cluster})"
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        """The connection, made again when the last one broke (a restarted server, a
+        failover): every transaction stands alone, so nothing is lost with it."""
+        if self._closed:
+            raise StateError(f"{self.location}: the store is closed")
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            return self._conn
+        self._drop()
+        seconds = max(2, round(self.timeout))  # libpq's connect_timeout: whole seconds, >= 2
+        name = f"crond {self._replica}" if self._replica else "crond (reading)"
+        try:
+            self._conn = psycopg.connect(
+                self._url,
+                autocommit=False,
+                prepare_threshold=None,
+                connect_timeout=seconds,
+                application_name=name[:63],
+                # A server gone silent (a partition): noticed by TCP in seconds, not hours.
+                keepalives=1,
+                keepalives_idle=max(1, seconds),
+                keepalives_interval=1,
+                keepalives_count=3,
+                tcp_user_timeout=seconds * 1000,
+            )
+            self._conn.read_only = self._read_only  # BEGIN READ ONLY: the server refuses writes
+        except psycopg.Error as exc:
+            raise self._failure(exc, "cannot connect") from None
+        return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[psycopg.Cursor[Any]]:
+        """One short transaction (reads too: autocommit is off, and none may stay open).
+        On any error it is rolled back, and the error reported as a StateError."""
+        conn = self._connection()
+        try:
+            with conn.cursor() as cur:
+                # SET LOCAL's: it ends with the transaction, as a pooled server needs.
+                cur.execute(
+                    "SELECT set_config('statement_timeout', %s, true)",
+                    (str(round(self.timeout * 1000)),),
+                )
+                yield cur
+            conn.commit()
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                conn.rollback()
+            if isinstance(exc, psycopg.Error):
+                raise self._failure(exc) from None
+            if isinstance(exc, (TypeError, ValueError, OverflowError, IndexError)):
+                raise StateError(f"{self.location}: unexpected data ({exc})") from None
+            raise
+
+    def _all(self, query: str, params: Sequence[Any] = ()) -> list[Any]:
+        with self._transaction() as cur:
+            cur.execute(query, params)
+            return cur.fetchall()
+
+    def _decoded(self, build: Callable[[], T]) -> T:
+        try:
+            return build()
+        except (TypeError, ValueError, OverflowError, IndexError, AttributeError) as exc:
+            raise StateError(f"{self.location}: unexpected data in the store ({exc})") from None
+
+    def _failure(self, exc: psycopg.Error, doing: str | None = None) -> StateError:
+        """psycopg's error as the store's: its kind, SQLSTATE and first line, with every
+        part of the URL that could be a secret cut out. Tables gone from under the daemon
+        are `corrupt`: the daemon then opens the store again, which makes them."""
+        diag = getattr(exc, "diag", None)
+        primary = getattr(diag, "message_primary", None) if diag is not None else None
+        text = scrub(primary or str(exc), self._url)
+        code = f" {exc.sqlstate}" if exc.sqlstate else ""
+        head = f"{self.location}: {doing}" if doing else self.location
+        gone = isinstance(exc, errors.UndefinedTable)
+        return StateError(f"{head}: {type(exc).__name__}{code}: {text}", corrupt=gone)
+
+    def close(self) -> None:
+        self._closed = True
+        self._drop()
+
+    def _summaries_lost(self, cur: psycopg.Cursor[Any], rows: list[Any], now: datetime) -> None:
+        """The summaries of attempts just closed as `lost` say so."""
+        if rows:
+            cur.execute(
+                "UPDATE crond_summary SET finished = %s, outcome = 'lost' "
+                "WHERE cluster = %s AND last_id = ANY(%s)",
+                (iso_utc(now), self.cluster, [r[0] for r in rows]),
+            )
+
+
+def utc(at: datetime) -> datetime:
+    """A timestamptz as read (in the session's zone, whatever the server's) in UTC."""
+    return at.astimezone(UTC)
+
+
+def text(value: str) -> str:
+    """Text PostgreSQL takes: it refuses the NUL character (SQLite keeps it)."""
+    return value.replace("\x00", "\ufffd")
+
+
+def attempt_of(row: Sequence[Any]) -> AttemptRow:
+    """An attempt as `ATTEMPTS` (or a RETURNING of the same columns) selects it."""
+    return AttemptRow(
+        id=int(row[0]),
+        run_id=row[1],
+        job=row[2],
+        slot=utc(row[3]),
+        attempt=row[4],
+        started=utc(row[5]),
+        finished=None if row[6] is None else utc(row[6]),
+        outcome=row[7],
+        exit_code=row[8],
+        duration_s=row[9],
+        output=json.loads(row[10]) if row[10] else [],
+        replica=row[11],
+    )
+
+
+def pause_of(row: Sequence[Any]) -> PauseRow:
+    """A pause as `PAUSES` selects it."""
+    until = None if row[2] is None else utc(row[2])
+    return PauseRow(str(row[0]), utc(row[1]), until, row[3], str(row[4]))
+
+
+def scrub(message: str, url: str) -> str:
+    """A message from libpq or the server with the URL and its parts that may be secret
+    (password, user, database, a conninfo's whole text) cut out; its first line, bounded."""
+    secrets = {url}
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.Error:
+        parts = {}
+    for key in ("password", "user", "dbname", "passfile", "sslpassword", "service"):
+        value = parts.get(key)
+        if value:
+            secrets.add(str(value))
+    lines = message.strip().splitlines()
+    line = lines[0] if lines else ""
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 2:  # one character would cut up every word
+            line = line.replace(secret, "…")
+    if len(line) > _MAX_MESSAGE:
+        line = line[:_MAX_MESSAGE] + "…"
+    return line

@@ -1,0 +1,210 @@
+"""The PostgreSQL store's writes of runs: a run's start (with its claim, for a slot), its
+finish, the history kept, the cursors, and the runs a replica's previous process left
+open. Each is one transaction; the claims are the whole guard against a slot run twice
+(crond/store/postgres.py says how, docs/state.md what users get).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from crond.clock import iso_utc
+from crond.store.base import AttemptRow, Start
+from crond.store.pg_cluster import CLOSE_LOST, Cluster
+from crond.store.pg_conn import attempt_of, utc
+
+# One claim, and the attempt it records when it wins, in one statement: the attempt's
+# insert selects from the claim's, so a claim another replica holds records nothing.
+_CLAIM = """
+WITH claim AS (
+    INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, claimed)
+    VALUES (%(cluster)s, %(job)s, %(slot)s, %(copy)s, %(replica)s, %(run_id)s, %(started)s)
+    ON CONFLICT DO NOTHING RETURNING 1
+)
+INSERT INTO crond_attempts (cluster, run_id, job, slot, attempt, started, replica)
+SELECT %(cluster)s, %(run_id)s, %(job)s, %(slot)s, 1, %(started)s, %(replica)s FROM claim
+RETURNING id
+"""
+_SUMMARY_STARTED = """
+INSERT INTO crond_summary (cluster, job, last_id, run_id, slot, attempt, started, replica)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (cluster, job) DO UPDATE SET last_id = excluded.last_id, run_id = excluded.run_id,
+    slot = excluded.slot, attempt = excluded.attempt, started = excluded.started,
+    replica = excluded.replica, finished = NULL, outcome = NULL, exit_code = NULL,
+    duration_s = NULL
+"""
+
+
+class Runs(Cluster):
+    """A replica's runs recorded: base.Store's writes of attempts and cursors."""
+
+    history: int  # the attempts kept a job (PostgresStore's)
+
+    def cursors(self) -> dict[str, datetime]:
+        rows = self._all(
+            "SELECT job, cursor FROM crond_cursors WHERE cluster = %s", (self.cluster,)
+        )
+        return self._decoded(lambda: {job: utc(c) for job, c in rows})
+
+    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
+        with self._transaction() as cur:
+            self._move_cursors(cur, cursors)
+
+    def start(
+        self,
+        job: str,
+        *,
+        run_id: str,
+        slot: datetime,
+        attempt: int,
+        started: datetime,
+        cursor: datetime,
+    ) -> int:
+        """Records without a claim: a retry (its run was claimed), or a run that is no
+        slot's."""
+        with self._transaction() as cur:
+            row_id = self._record_start(cur, job, run_id, slot, attempt, started)
+            self._move_cursors(cur, [(job, cursor)])
+            return row_id
+
+    def start_many(self, starts: Sequence[Start], started: datetime) -> list[int]:
+        """Records without claims (as SQLite's): replicas use `claim_many`."""
+        with self._transaction() as cur:
+            ids = [self._record_start(cur, job, run_id, slot, 1, started)
+                   for job, run_id, slot in starts]  # fmt: skip
+            self._move_cursors(cur, [(job, slot) for job, _, slot in starts])
+            return ids
+
+    def claim_many(
+        self, starts: Sequence[Start], started: datetime, *, copies: Sequence[str] | None = None
+    ) -> list[int | None]:
+        """Claims taken in the order of (job, slot, copy), whatever the starts' order, and
+        the summaries and cursors after them in the order of jobs: replicas that race
+        take their locks in one order, and never deadlock one another."""
+        if copies is None:
+            copies = [""] * len(starts)
+        if len(copies) != len(starts):
+            raise ValueError("claim_many: one copy a start")
+        order = sorted(range(len(starts)), key=lambda i: (starts[i][0], starts[i][2], copies[i]))
+        ids: list[int | None] = [None] * len(starts)
+        with self._transaction() as cur:
+            for i in order:
+                job, run_id, slot = starts[i]
+                cur.execute(_CLAIM, {
+                    "cluster": self.cluster, "job": job, "slot": slot, "copy": copies[i],
+                    "replica": self._replica, "run_id": run_id, "started": started,
+                })  # fmt: skip
+                row = cur.fetchone()
+                ids[i] = None if row is None else int(row[0])
+            won = sorted((starts[i], ids[i]) for i in order if ids[i] is not None)
+            for (job, run_id, slot), row_id in won:
+                cur.execute(_SUMMARY_STARTED, (self.cluster, job, row_id, run_id,
+                    iso_utc(slot), 1, iso_utc(started), self._replica))  # fmt: skip
+            self._move_cursors(cur, [(job, slot) for job, _, slot in starts])
+        return ids
+
+    def finish(
+        self,
+        row_id: int,
+        *,
+        job: str,
+        run_id: str | None = None,
+        finished: datetime,
+        outcome: str,
+        exit_code: int | None,
+        duration_s: float,
+        output: Sequence[str],
+        keep: int | None = None,
+    ) -> None:
+        with self._transaction() as cur:
+            cur.execute(
+                "UPDATE crond_attempts SET finished = %s, outcome = %s, exit_code = %s, "
+                "duration_s = %s, output = %s WHERE id = %s AND cluster = %s "
+                "AND run_id = coalesce(%s, run_id) AND job = %s RETURNING run_id, started",
+                (finished, outcome, exit_code, duration_s, json.dumps(list(output)), row_id,
+                 self.cluster, run_id, job),
+            )  # fmt: skip
+            row = cur.fetchone()
+            if row is None:
+                return  # not there (pruned, or another database's row): nothing to close
+            self._summary_finished(cur, row_id, job, row, finished, outcome, exit_code,
+                                   duration_s)  # fmt: skip
+            cur.execute(
+                "DELETE FROM crond_attempts WHERE cluster = %s AND job = %s "
+                "AND finished IS NOT NULL AND id <= (SELECT id FROM crond_attempts "
+                "WHERE cluster = %s AND job = %s ORDER BY id DESC LIMIT 1 OFFSET %s)",
+                (self.cluster, job, self.cluster, job, self.history if keep is None else keep),
+            )
+
+    def close_lost(self, now: datetime) -> list[AttemptRow]:
+        """The open attempts of this replica's name, left by its previous process."""
+        with self._transaction() as cur:
+            cur.execute(CLOSE_LOST, (now, self.cluster, self._replica))
+            rows = cur.fetchall()
+            self._summaries_lost(cur, rows, now)
+        return self._decoded(lambda: sorted(map(attempt_of, rows), key=lambda r: r.id))
+
+    def _move_cursors(
+        self, cur: psycopg.Cursor[Any], cursors: Sequence[tuple[str, datetime]]
+    ) -> None:
+        """Cursors forward, never back; in the order of jobs (see claim_many)."""
+        latest: dict[str, datetime] = {}
+        for job, at in cursors:
+            latest[job] = max(at, latest.get(job, at))
+        cur.executemany(
+            "INSERT INTO crond_cursors (cluster, job, cursor) VALUES (%s, %s, %s) "
+            "ON CONFLICT (cluster, job) DO UPDATE SET "
+            "cursor = greatest(crond_cursors.cursor, excluded.cursor)",
+            [(self.cluster, job, latest[job]) for job in sorted(latest)],
+        )
+
+    def _record_start(  # noqa: PLR0917  (the row's columns, in order)
+        self,
+        cur: psycopg.Cursor[Any],
+        job: str,
+        run_id: str,
+        slot: datetime,
+        attempt: int,
+        started: datetime,
+    ) -> int:
+        cur.execute(
+            "INSERT INTO crond_attempts (cluster, run_id, job, slot, attempt, started, replica) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (self.cluster, run_id, job, slot, attempt, started, self._replica),
+        )
+        row_id = int(cur.fetchone()[0])  # type: ignore[index]
+        cur.execute(_SUMMARY_STARTED, (self.cluster, job, row_id, run_id, iso_utc(slot),
+                                       attempt, iso_utc(started), self._replica))  # fmt: skip
+        return row_id
+
+    def _summary_finished(  # noqa: PLR0917  (the row's columns, in order)
+        self,
+        cur: psycopg.Cursor[Any],
+        row_id: int,
+        job: str,
+        row: Sequence[Any],
+        finished: datetime,
+        outcome: str,
+        exit_code: int | None,
+        duration_s: float,
+    ) -> None:
+        """The job's summary shows its newest attempt finished (if it still is the newest),
+        and a success as its last success."""
+        cur.execute(
+            "UPDATE crond_summary SET finished = %s, outcome = %s, exit_code = %s, "
+            "duration_s = %s WHERE cluster = %s AND job = %s AND last_id = %s",
+            (iso_utc(finished), outcome, exit_code, duration_s, self.cluster, job, row_id),
+        )
+        if outcome != "success":
+            return
+        run_id, began = row
+        cur.execute(
+            "UPDATE crond_summary SET success_run_id = %s, success_started = %s, "
+            "success_finished = %s, success_duration_s = %s WHERE cluster = %s AND job = %s",
+            (run_id, iso_utc(utc(began)), iso_utc(finished), duration_s, self.cluster, job),
+        )

@@ -1,0 +1,400 @@
+"""The schedules file's replica settings (docs/replicas.md): `daemon.database` checked as
+libpq reads it, and never shown but as `show_url` shows a URL; the cluster's and the
+replica's names; `replica_timeout` against the heartbeat; the warnings for settings that
+change nothing without a database; and psycopg, an optional extra, imported only for a
+file with a database, its absence a located error (`crond validate` and `crond run` in
+real processes, with an import of psycopg that fails)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from crond.config import loader
+from crond.config.model import Replicas
+from crond.config.problems import ConfigError, Problem
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "hunter2-S3CRET"  # a password: must never reach a message
+JOB = "jobs:\n  a: {every: 1m, command: x}\n"
+NAME_RULE = "1 to 200 printable characters, without /"
+UNUSED = (
+    "applies with daemon.database only (or CROND_DATABASE_URL in crond's environment): "
+    "without a database there is one daemon, and it changes nothing"
+)
+MISSING = (
+    "a database needs the optional PostgreSQL driver, psycopg: pip install "
+    "'crond[postgres]' (or remove database: one daemon on its own keeps its state in its "
+    "state directory)"
+)
+
+
+def daemon(body: str, jobs: str = JOB) -> str:
+    return "daemon:\n" + textwrap.indent(textwrap.dedent(body), "  ") + jobs
+
+
+def problems(text: str, environ: dict[str, str] | None = None) -> list[Problem]:
+    with pytest.raises(ConfigError) as info:
+        loader.loads(text, "s.yaml", environ=environ or {})
+    return info.value.problems
+
+
+def one(text: str, environ: dict[str, str] | None = None) -> str:
+    found = problems(text, environ)
+    assert len(found) == 1, [str(p) for p in found]
+    return str(found[0])
+
+
+# --- database ------------------------------------------------------------------------
+
+GOOD_DATABASES = [
+    "postgresql://crond@db.internal/crond",
+    "postgres://db.internal:5433/crond?sslmode=require&application_name=crond",
+    f"postgresql://crond:{SECRET}@[::1]/crond",
+    "postgresql:///crond?host=/run/postgresql",
+    "host=db.internal dbname=crond user=crond",
+    f"host = db.internal  password = '{SECRET} with spaces'",
+]
+
+
+@pytest.mark.parametrize("url", GOOD_DATABASES)
+def test_a_libpq_url_or_key_value_string_is_taken_as_written(url: str) -> None:
+    text = daemon(f"database: {json.dumps(url)}\n")
+    cfg = loader.loads(text, "s.yaml", environ={})
+    assert cfg.daemon.database == url
+    assert cfg.env_warnings == []
+
+
+# (id, database as written in YAML, the one line crond must print, exactly). Each holds
+# the password somewhere; no line may show it.
+BAD_DATABASES = [
+    (
+        "other_scheme",
+        f'"mysql://crond:{SECRET}@db.internal/crond"',
+        "s.yaml:2:13: daemon.database: mysql://db.internal/… is not a PostgreSQL URL: its "
+        'scheme is "mysql"; libpq takes postgresql:// and postgres:// (lower case), e.g. '
+        "postgresql://crond@db.internal/crond or host=db.internal dbname=crond",
+    ),
+    (
+        "upper_case_scheme",
+        f'"POSTGRESQL://crond:{SECRET}@db.internal"',
+        "s.yaml:2:13: daemon.database: postgresql://db.internal is not a PostgreSQL URL: "
+        'its scheme is "POSTGRESQL"; libpq takes postgresql:// and postgres:// (lower '
+        "case), e.g. "
+        "postgresql://crond@db.internal/crond or host=db.internal dbname=crond",
+    ),
+    (
+        "unknown_query_parameter",
+        f'"postgresql://crond:{SECRET}@db.internal/crond?sslmod=require"',
+        "s.yaml:2:13: daemon.database: postgresql://db.internal/… is not a URL libpq can "
+        'read: "sslmod" is not a libpq parameter',
+    ),
+    (
+        "bad_percent",
+        f'"postgresql://crond:{SECRET}@db.internal/%zz"',
+        "s.yaml:2:13: daemon.database: postgresql://db.internal/… is not a URL libpq can "
+        "read: a % is not followed by two hex digits (write %25 for %)",
+    ),
+    (
+        "word_without_equals",
+        f'"host=db.internal password={SECRET} oops"',
+        'daemon.database: the key=value string is not valid: a word without "=" (write '
+        "key=value pairs separated by spaces) (the value is not shown, it may hold a "
+        "password)",
+    ),
+    (
+        "unterminated_quote",
+        f'"host=db.internal password=\'{SECRET}"',
+        "s.yaml:2:13: daemon.database: the key=value string is not valid: a quoted value is "
+        "not closed (with ') (the value is not shown, it may hold a password)",
+    ),
+    (
+        "unknown_key",
+        f'"host=db.internal passwrd={SECRET}"',
+        's.yaml:2:13: daemon.database: the key=value string is not valid: "passwrd" is not '
+        "a libpq parameter (the value is not shown, it may hold a password)",
+    ),
+    (
+        "neither",
+        f'"{SECRET}"',
+        "s.yaml:2:13: daemon.database: the connection string is neither a libpq URL nor a "
+        "key=value string (the value is not shown, it may hold a password): write one, "
+        "e.g. postgresql://crond@db.internal/crond or host=db.internal dbname=crond",
+    ),
+    (
+        "nul_in_key_value",
+        f'"host=h password={SECRET}\\0"',
+        "s.yaml:2:13: daemon.database: the connection string holds a NUL character (\\0), "
+        "which libpq cannot take (the value is not shown, it may hold a password)",
+    ),
+    (
+        "nul_in_url",
+        f'"postgresql://u:{SECRET}@h/db\\0"',
+        "s.yaml:2:13: daemon.database: postgresql://h/… holds a NUL character (\\0), which "
+        "libpq cannot take (the value is not shown, it may hold a password)",
+    ),
+    (
+        "blank",
+        '"  "',
+        "s.yaml:2:13: daemon.database: must not be empty: give a libpq URL or key=value "
+        "string, e.g. postgresql://crond@db.internal/crond or host=db.internal dbname=crond",
+    ),
+    (
+        "too_long",
+        f'"host=h password={SECRET * 400}"',
+        "s.yaml:2:13: daemon.database: a connection string of 5,616 characters is too long "
+        "(at most 4,096) (the value is not shown, it may hold a password)",
+    ),
+    (
+        "not_text",
+        f"[{SECRET}]",
+        "s.yaml:2:13: daemon.database: a list is not text",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"), [case[1:] for case in BAD_DATABASES], ids=[c[0] for c in BAD_DATABASES]
+)
+def test_a_bad_database_is_located_and_worded_without_its_password(
+    written: str, expected: str
+) -> None:
+    said = one(daemon(f"database: {written}\n"))
+    assert said.endswith(expected)
+    assert said.startswith("s.yaml:2:13: daemon.database: ")
+    assert SECRET not in said
+    assert "hunter2" not in said
+
+
+def test_libpq_errors_that_quote_the_string_are_never_passed_on() -> None:
+    # libpq's own message would be: invalid percent-encoded token: "%zz<the password>"
+    for written in (
+        f"postgresql://h/db?x=%zz{SECRET}",
+        f"postgresql://h/db?{SECRET}",
+        f"postgresql://h/db?a={SECRET}={SECRET}",
+        f"postgresql://u:p@[{SECRET}/db",
+        f"postgresql://{SECRET}:x@[]/db",
+        f"host=h password={SECRET}%00 x",
+    ):
+        said = one(daemon(f"database: {json.dumps(written)}\n"))
+        assert SECRET not in said, said
+        assert "daemon.database" in said
+
+
+# --- cluster and replica -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["cluster", "replica"])
+@pytest.mark.parametrize("name", ["blue", "eu-west-1", "crond@host.example", "a b", "x" * 200, "é"])
+def test_a_good_cluster_or_replica_name_is_taken(field: str, name: str) -> None:
+    cfg = loader.loads(daemon(f"{field}: {json.dumps(name)}\ndatabase: host=h\n"), environ={})
+    assert getattr(cfg.daemon, field) == name
+
+
+BAD_NAMES = [
+    ("empty", '""', "must not be empty (a {field} name is " + NAME_RULE + ")"),
+    ("too_long", '"' + "x" * 201 + '"', '"' + "x" * 60 + '..." (201 characters) is 201'),
+    ("slash", '"eu/west"', '"eu/west" holds a / (a {field} name is ' + NAME_RULE + ")"),
+    ("leading_space", '" blue"', '" blue" starts or ends with a space; remove it'),
+    ("trailing_space", '"blue "', '"blue " starts or ends with a space; remove it'),
+    ("tab", '"blue\\t"', '"blue\\t" holds a control or other non-printable character'),
+    ("control", '"bl\\x01ue"', '"bl\\x01ue" holds a control or other non-printable character'),
+    ("nul", '"blue\\0"', '"blue\\x00" holds a NUL character (\\0)'),
+    ("not_text", "[blue]", "a list is not text"),
+]
+
+
+@pytest.mark.parametrize("field", ["cluster", "replica"])
+@pytest.mark.parametrize(
+    ("written", "expected"), [case[1:] for case in BAD_NAMES], ids=[c[0] for c in BAD_NAMES]
+)
+def test_a_bad_cluster_or_replica_name_is_located_and_worded(
+    field: str, written: str, expected: str
+) -> None:
+    said = one(daemon(f"database: host=h\n{field}: {written}\n"))
+    column = len(f"  {field}: ") + 1
+    assert said.startswith(f"s.yaml:3:{column}: daemon.{field}: ")
+    assert expected.format(field=field) in said
+
+
+# --- replica_timeout -----------------------------------------------------------------
+
+
+def test_the_defaults_make_a_replica_timeout_of_three_heartbeats() -> None:
+    cfg = loader.loads(daemon("database: host=h\n"), environ={})
+    assert cfg.daemon.replica_timeout == 3 * cfg.daemon.heartbeat == timedelta(seconds=30)
+    cfg = loader.loads(daemon("database: host=h\nheartbeat: 1s\nreplica_timeout: 3s\n"))
+    assert cfg.daemon.replica_timeout == timedelta(seconds=3)
+
+
+def test_a_replica_timeout_under_a_second_is_refused() -> None:
+    said = one(daemon("database: host=h\nheartbeat: 100ms\nreplica_timeout: 500ms\n"))
+    assert said == (
+        "s.yaml:4:20: daemon.replica_timeout: replica_timeout must be at least 1s (and at "
+        "least 3 heartbeats: how long a replica may go silent before the others take it "
+        "for dead)"
+    )
+
+
+def test_a_replica_timeout_under_three_heartbeats_is_refused_at_its_value() -> None:
+    said = one(daemon("database: host=h\nheartbeat: 20s\nreplica_timeout: 59s\n"))
+    assert said == (
+        "s.yaml:4:20: daemon.replica_timeout: replica_timeout (59s) must be at least 3 x "
+        "heartbeat (20s): a replica is taken for dead after missing 3 heartbeats; set "
+        "replica_timeout: 1m or more, or a shorter heartbeat"
+    )
+
+
+def test_a_heartbeat_beyond_the_default_timeout_is_refused_at_the_heartbeat() -> None:
+    expected = (
+        "s.yaml:3:14: daemon.heartbeat: replica_timeout (30s by default) must be at least "
+        "3 x heartbeat (15s): a replica is taken for dead after missing 3 heartbeats; set "
+        "replica_timeout: 45s or more, or a shorter heartbeat"
+    )
+    assert one(daemon("database: host=h\nheartbeat: 15s\n")) == expected
+    # The database given by the environment instead: the same.
+    environ = {"CROND_DATABASE_URL": "postgresql://h/db"}
+    said = one(daemon("liveness_file: /l\nheartbeat: 15s\n"), environ)
+    assert said == expected
+
+
+def test_a_single_daemon_with_a_slow_heartbeat_is_not_told_about_replicas() -> None:
+    cfg = loader.loads(daemon("heartbeat: 1m\n"), environ={})
+    assert cfg.daemon.heartbeat == timedelta(minutes=1)
+    assert cfg.env_warnings == []
+
+
+# --- warnings: replica settings without a database -----------------------------------
+
+UNUSED_FILE = """\
+daemon:
+  cluster: blue
+  replica: r1
+  replica_timeout: 1m
+defaults:
+  replicas: all
+jobs:
+  a: {every: 1m, command: x, replicas: one}
+  b: {every: 1m, command: x}
+"""
+UNUSED_LINES = [
+    f"s.yaml:2:3: daemon.cluster: cluster {UNUSED}",
+    f"s.yaml:3:3: daemon.replica: replica {UNUSED}",
+    f"s.yaml:4:3: daemon.replica_timeout: replica_timeout {UNUSED}",
+    f"s.yaml:6:3: defaults.replicas: replicas {UNUSED}",
+    f"s.yaml:8:30: jobs.a.replicas: replicas {UNUSED}",
+]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_replica_settings_without_a_database_are_taken_with_warnings(strict: bool) -> None:
+    cfg = loader.loads(UNUSED_FILE, "s.yaml", environ={}, strict=strict)
+    assert [str(p) for p in cfg.env_warnings] == UNUSED_LINES
+    assert cfg.jobs["a"].settings.replicas is Replicas.ONE
+    assert cfg.jobs["b"].settings.replicas is Replicas.ALL
+
+
+@pytest.mark.parametrize(
+    ("text", "environ"),
+    [
+        (UNUSED_FILE.replace("daemon:\n", "daemon:\n  database: host=h\n"), {}),
+        (UNUSED_FILE, {"CROND_DATABASE_URL": "postgresql://h/db"}),
+        (daemon("liveness_file: /l\n"), {}),
+    ],
+    ids=["database", "environment", "none_set"],
+)
+def test_no_warning_with_a_database_or_without_replica_settings(
+    text: str, environ: dict[str, str]
+) -> None:
+    assert loader.loads(text, "s.yaml", environ=environ).env_warnings == []
+
+
+# --- crond validate and crond run, in real processes ---------------------------------
+
+
+def crond(*args: str, hide_psycopg: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`crond ARGS` in a child process; with `hide_psycopg`, a directory first on its
+    path whose psycopg.py fails to import, as when the extra is not installed."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CROND_", "PYTHON"))}
+    if hide_psycopg is not None:
+        hide_psycopg.mkdir(exist_ok=True)
+        (hide_psycopg / "psycopg.py").write_text(
+            'raise ImportError("psycopg is hidden by the test")\n'
+        )
+        env["PYTHONPATH"] = str(hide_psycopg)
+    return subprocess.run(
+        [sys.executable, "-m", "crond", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env=env,
+        timeout=60,  # `run` that did not refuse the file would run on: fail, not hang
+    )
+
+
+def schedules(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "schedules.yaml"
+    path.write_text(text)
+    path.chmod(0o644)
+    return path
+
+
+def test_validate_prints_a_bad_database_located_without_its_password(tmp_path: Path) -> None:
+    path = schedules(tmp_path, daemon(f'database: "host=h password={SECRET} oops"\n'))
+    done = crond("validate", str(path))
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f'{path}:2:13: daemon.database: the key=value string is not valid: a word without "=" '
+        "(write key=value pairs separated by spaces) (the value is not shown, it may hold a "
+        "password)",
+        f"{path}: 1 error",
+    ]
+    assert SECRET not in done.stdout + done.stderr
+
+
+def test_validate_prints_the_warnings_and_passes(tmp_path: Path) -> None:
+    path = schedules(tmp_path, UNUSED_FILE)
+    done = crond("validate", str(path))
+    assert done.returncode == 0, done.stderr
+    expected = [line.replace("s.yaml", str(path), 1) for line in UNUSED_LINES]
+    assert done.stderr.splitlines() == [line.replace(": ", ": warning: ", 1) for line in expected]
+    assert done.stdout == f"{path}: 2 jobs OK\n"
+
+
+@pytest.mark.parametrize("command", [["validate"], ["run", "--state-dir", "none"]])
+def test_without_psycopg_a_database_is_a_located_error_saying_what_to_install(
+    tmp_path: Path, command: list[str]
+) -> None:
+    path = schedules(tmp_path, daemon(f'database: "postgresql://crond:{SECRET}@db/crond"\n'))
+    done = crond(command[0], str(path), *command[1:], hide_psycopg=tmp_path / "hidden")
+    assert done.returncode == 1
+    assert f"{path}:2:13: daemon.database: {MISSING}" in done.stderr.splitlines()
+    assert SECRET not in done.stdout + done.stderr
+
+
+def test_without_psycopg_a_file_without_a_database_validates(tmp_path: Path) -> None:
+    path = schedules(tmp_path, daemon("cluster: blue\n"))
+    done = crond("validate", str(path), hide_psycopg=tmp_path / "hidden")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{path}: 1 job OK\n"
+
+
+@pytest.mark.parametrize("with_database", [False, True])
+def test_psycopg_is_imported_only_for_a_file_with_a_database(with_database: bool) -> None:
+    text = daemon("database: host=h\n" if with_database else "cluster: blue\n")
+    code = (
+        "import sys; from crond.config import loader; "
+        f"loader.loads({text!r}, environ={{}}); print('psycopg' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout.strip() == str(with_database)

@@ -1,0 +1,148 @@
+"""The loop's side of claims (crond/daemon/claims.py) on a fake clock: what it does with a
+start its `prepare` refused. The store behind `prepare` is a small stand-in here (a set of
+claims, a switch for the database): the loop is under test, and tests/e2e/test_replicas.py
+runs the real thing with real replicas and a real PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from crond.config.loaded import LoadedJob
+from crond.daemon.claims import Refusal
+from tests.test_loop import T0, harness
+
+
+class Database:
+    """Claims as a shared database keeps them: each (job, slot) once; `down`: no answer."""
+
+    def __init__(self) -> None:
+        self.claims: dict[tuple[str, datetime], str] = {}
+        self.down = False
+        self.busy: set[str] = set()  # jobs with a run going on another replica
+        self.tries: list[datetime] = []
+
+    def prepare(
+        self, starts: Sequence[tuple[LoadedJob, datetime]], at: datetime
+    ) -> dict[tuple[str, datetime], Refusal]:
+        self.tries.append(at)
+        if self.down:
+            return {(job.name, slot): "database" for job, slot in starts}
+        refused: dict[tuple[str, datetime], Refusal] = {}
+        for job, slot in starts:
+            key = (job.name, slot)
+            if key in self.claims:
+                refused[key] = "taken"
+                continue
+            self.claims[key] = "here"
+            if job.name in self.busy:
+                refused[key] = "busy"
+        return refused
+
+
+MINUTE = timedelta(minutes=1)
+SLOT = T0 + MINUTE
+
+
+async def test_a_start_the_database_did_not_answer_for_runs_when_it_answers_within_grace() -> None:
+    async with harness("jobs:\n  a: {every: 1m, grace: 1m, command: x}\n") as h:
+        db = Database()
+        h.loop.prepare = db.prepare
+        db.down = True
+        await h.run_until(SLOT + timedelta(seconds=3))
+        assert h.runs == []  # no claim, no run
+        # tried at the slot, then after 0.5 s, 1 s, 2 s more (the backoff doubles)
+        assert db.tries == [SLOT + timedelta(seconds=s) for s in (0, 0.5, 1.5, 3.5)][:3]
+        db.down = False
+        await h.run_until(SLOT + timedelta(seconds=10))
+        assert [(r.slot, r.launched_at) for r in h.runs] == [(SLOT, SLOT + timedelta(seconds=3.5))]
+        assert h.events.named("job.missed") == []
+
+
+async def test_a_start_not_claimed_within_its_grace_is_missed_with_reason_database() -> None:
+    async with harness("jobs:\n  a: {every: 1h, grace: 30s, command: x}\n") as h:
+        db = Database()
+        h.loop.prepare = db.prepare
+        db.down = True
+        slot = T0 + timedelta(hours=1)
+        await h.run_until(slot + timedelta(minutes=5))
+        assert h.runs == []
+        iso = "2026-03-01T13:00:00Z"
+        assert h.events.named("job.missed") == [
+            {"job": "a", "count": 1, "first_slot": iso, "last_slot": iso, "reason": "database"}
+        ]
+        # the backoff is bounded (5 s): tries until the grace ran out, then no more
+        assert all(t <= slot + timedelta(seconds=30) for t in db.tries)
+        assert max(b - a for a, b in zip(db.tries, db.tries[1:], strict=False)) <= timedelta(
+            seconds=5
+        )
+        db.down = False  # the next slot runs as usual
+        await h.run_until(T0 + timedelta(hours=2, seconds=1))
+        assert [r.slot for r in h.runs] == [T0 + timedelta(hours=2)]
+
+
+async def test_one_start_a_job_waits_a_newer_slot_takes_the_place_of_an_older() -> None:
+    async with harness("jobs:\n  a: {every: 1m, grace: 5m, command: x}\n", heartbeat=3600) as h:
+        db = Database()
+        h.loop.prepare = db.prepare
+        db.down = True
+        await h.run_until(T0 + timedelta(minutes=3, seconds=30))
+        missed = h.events.named("job.missed")
+        assert [m["first_slot"] for m in missed] == ["2026-03-01T12:01:00Z", "2026-03-01T12:02:00Z"]
+        assert {m["reason"] for m in missed} == {"database"}
+        db.down = False
+        await h.run_until(T0 + timedelta(minutes=3, seconds=40))
+        assert [r.slot for r in h.runs] == [T0 + timedelta(minutes=3)]  # the newest only
+
+
+async def test_a_slot_another_replica_claimed_is_not_run_nor_told() -> None:
+    async with harness("jobs:\n  a: {every: 1m, command: x}\n  b: {every: 1m, command: x}\n") as h:
+        db = Database()
+        db.claims[("a", SLOT)] = "elsewhere"
+        h.loop.prepare = db.prepare
+        await h.run_until(SLOT + timedelta(seconds=1))
+        assert [r.job for r in h.runs] == ["b"]
+        assert h.events.items == []  # the other replica logs and tells of its run
+
+
+async def test_a_skip_job_running_on_another_replica_is_skipped_by_the_claims_holder() -> None:
+    async with harness("jobs:\n  a: {every: 1m, command: x}\n") as h:
+        db = Database()
+        db.busy.add("a")
+        h.loop.prepare = db.prepare
+        await h.run_until(SLOT + timedelta(seconds=1))
+        assert h.runs == []
+        assert h.events.named("job.skipped") == [
+            {"job": "a", "slot": "2026-03-01T12:01:00Z", "reason": "overlap"}
+        ]
+
+
+async def test_a_trigger_without_a_claim_is_refused_and_says_why() -> None:
+    async with harness("jobs:\n  a: {every: 1h, command: x}\n") as h:
+        db = Database()
+        h.loop.prepare = db.prepare
+        await h.settle()
+        db.down = True
+        assert h.loop.trigger("a") == (
+            "the database is unavailable, and no run starts without a claim"
+        )
+        db.down = False
+        db.busy.add("a")
+        assert h.loop.trigger("a") == "a has a run going on another replica and overlap: skip"
+        assert h.runs == []
+
+
+async def test_a_queued_start_claims_when_its_place_frees_and_not_before() -> None:
+    text = "jobs:\n  a: {every: 1h, command: x}\n  b: {every: 1h, command: x}\n"
+    async with harness(text, finish_at_once=False, heartbeat=3600) as h:
+        db = Database()
+        h.loop.prepare = db.prepare
+        h.loop.max_running = 1
+        slot = T0 + timedelta(hours=1)
+        await h.run_until(slot)
+        assert list(db.claims) == [("a", slot)]  # b waits unclaimed: another may take it
+        db.claims[("b", slot)] = "elsewhere"
+        h.runs[0].done.set()
+        await h.settle()
+        assert [r.job for r in h.runs] == ["a"]
