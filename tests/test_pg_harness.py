@@ -180,6 +180,21 @@ def _fails(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
     return False
 
 
+def test_a_halted_server_refuses_then_restarts_with_its_data(pg_server: pg.Server) -> None:
+    with pg.start() as server:
+        with psycopg.connect(server.url(), autocommit=True) as conn:
+            conn.execute("CREATE TABLE kept (n integer)")
+            conn.execute("INSERT INTO kept VALUES (7)")
+        assert server.halt() == 0
+        assert server.directory.exists()
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(server.url(), connect_timeout=2)
+        server.restart()
+        with psycopg.connect(server.url()) as conn:
+            assert conn.execute("SELECT n FROM kept").fetchall() == [(7,)]
+    assert not server.directory.exists()
+
+
 def test_an_interrupted_run_stops_its_server_and_removes_it(pg_server: pg.Server) -> None:
     """`python -m tests.pg.server`, interrupted as by Ctrl-C, still cleans up."""
     script = subprocess.Popen(

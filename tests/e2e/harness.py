@@ -83,6 +83,18 @@ class Crond:
                 item["_seen"] = True
                 return item
 
+    def drain(self) -> list[Event]:
+        """Every event logged so far, without waiting (wait_for's marks are left alone)."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return self.events
+            if item is None:
+                self._queue.put(None)  # the end stays in the queue for wait_for and exited
+                return self.events
+            self.events.append(item)
+
     def named(self, name: str) -> list[Event]:
         return [e for e in self.events if e.get("event") == name]
 

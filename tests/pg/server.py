@@ -10,7 +10,10 @@ off (fsync, full-page writes, synchronous commit): a test database is never wort
 flush. PostgreSQL refuses to run as root, so when the tests run as root the directory
 and the server belong to the `postgres` user.
 
-`Server.stop()` shuts it down and removes the directory. Should the test process die
+`Server.stop()` shuts it down and removes the directory. `Server.halt()` and
+`Server.restart()` stop it and start it again on the same data and socket, for a test of
+clients that must outlive their database going away (the session's server is shared:
+halt only a server of the test's own, `start()`ed by it). Should the test process die
 without stopping it, the server is told by the kernel (its parent-death signal) and
 quits, and the next `start()` removes directories whose owner is gone.
 
@@ -33,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -163,11 +166,18 @@ class Server:
     """A running private PostgreSQL. `directory` holds the data (`data/`), the socket
     and the log (`server.log`); `stop()` removes it."""
 
-    def __init__(self, directory: Path, bindir: Path, process: subprocess.Popen[bytes]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        bindir: Path,
+        process: subprocess.Popen[bytes],
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
         self.directory = directory
         self.bindir = bindir
         self.process = process
         self.port = PORT
+        self.settings = dict(SETTINGS if settings is None else settings)
 
     @property
     def socket(self) -> Path:
@@ -183,6 +193,22 @@ class Server:
         pg_isready = _pg_isready(self.bindir)
         probe = [pg_isready, "-q", "-h", str(self.directory), "-p", str(self.port), "-t", "1"]
         return subprocess.run(probe, stdin=subprocess.DEVNULL, check=False).returncode == 0
+
+    def halt(self, timeout: float = 10.0) -> int:
+        """Shut the server down as `stop` does, but keep its directory, so that `restart`
+        brings the same databases back at the same URL; its exit status."""
+        if self.process.poll() is None:
+            self._shut_down(timeout)
+        return self.process.returncode
+
+    def restart(self, timeout: float = 30.0) -> None:
+        """Start the server again after `halt` and return once it accepts connections
+        (UnavailableError if it does not within `timeout`)."""
+        if self.process.poll() is None:
+            raise RuntimeError("the server is running: halt() it first")
+        log = self.directory / "server.log"
+        self.process = _launch(self.bindir, self.directory, log, _owner(), self.settings)
+        _wait_ready(self, log, timeout)
 
     def stop(self, timeout: float = 10.0) -> int:
         """Shut the server down (fast shutdown: clients are disconnected, then it quits;
@@ -247,8 +273,31 @@ def _make_directory(owner: dict[str, Any]) -> Path:
     return directory
 
 
-def start(*, bindir: Path | None = None, timeout: float = 30.0) -> Server:
+def _launch(
+    bindir: Path, directory: Path, log: Path, owner: dict[str, Any], settings: Mapping[str, str]
+) -> subprocess.Popen[bytes]:
+    """Start `postgres` on the data in `directory` (made by initdb), its socket there."""
+    command = [str(bindir / "postgres"), "-D", str(directory / "data")]
+    command += ["-k", str(directory), "-p", str(PORT)]
+    for name, value in settings.items():
+        command += ["-c", f"{name}={value}"]
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,  # Ctrl-C reaches the tests, which stop it in order
+            preexec_fn=_die_with_parent(),  # noqa: PLW1509 (no threads touch locks in it)
+            **owner,
+        )
+
+
+def start(
+    *, bindir: Path | None = None, timeout: float = 30.0, settings: Mapping[str, str] | None = None
+) -> Server:
     """Initialise and start a private server; return once it accepts connections.
+    `settings` are laid over SETTINGS (a bench turns durability back on with them).
     Raises UnavailableError (saying why) if there is none to start or it did not come up
     within `timeout` seconds; nothing is left behind then."""
     bindir = bindir or find_bindir()
@@ -257,26 +306,14 @@ def start(*, bindir: Path | None = None, timeout: float = 30.0) -> Server:
     sweep_stale(Path(tempfile.gettempdir()))
     directory = _make_directory(owner)
     log = directory / "server.log"
+    merged = {**SETTINGS, **(settings or {})}
     try:
         _initdb(bindir, directory / "data", log, owner)
-        command = [str(bindir / "postgres"), "-D", str(directory / "data")]
-        command += ["-k", str(directory), "-p", str(PORT)]
-        for name, value in SETTINGS.items():
-            command += ["-c", f"{name}={value}"]
-        with log.open("ab") as out:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,  # Ctrl-C reaches the tests, which stop it in order
-                preexec_fn=_die_with_parent(),  # noqa: PLW1509 (no threads touch locks in it)
-                **owner,
-            )
+        process = _launch(bindir, directory, log, owner, merged)
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
-    server = Server(directory, bindir, process)
+    server = Server(directory, bindir, process, merged)
     try:
         _wait_ready(server, log, timeout)
     except BaseException:
