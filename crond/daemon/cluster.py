@@ -80,7 +80,8 @@ class Cluster:
         self.digest: str | None = None  # of this replica's file
         self._skewed = False
         self._mismatch: frozenset[tuple[str, str, str]] = frozenset()
-        self._last_kill: int | None = None  # None: not polled yet (older requests are old)
+        self._last_kill: int | None = None  # None: not polled yet
+        self._since = clock.now()  # kill requests before it are not this replica's to act on
         self._pauses: dict[str, PauseRow] = {}  # the cluster's, as last polled
 
     def configure(self, cfg: LoadedConfig, digest: str | None) -> None:
@@ -176,10 +177,12 @@ class Cluster:
         if found is None:
             return
         self._sync_pauses(found.pauses)
-        if after is not None:
-            for kill in found.kills:
-                if kill.replica != self.replica:
-                    self._kill(kill.target, kill.by, kill.replica)
+        for kill in found.kills:
+            # At the first poll, the requests made before this replica began are old.
+            if kill.replica != self.replica and (
+                after is not None or kill.requested >= self._since
+            ):
+                self._kill(kill.target, kill.by, kill.replica)
         self._last_kill = max(found.last_kill, after or 0)
 
     def _sync_pauses(self, rows: dict[str, PauseRow]) -> None:
