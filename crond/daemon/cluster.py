@@ -58,6 +58,35 @@ def replica_name(
     return flag or env.get("CROND_REPLICA") or cfg.daemon.replica or socket.gethostname()
 
 
+def given_problems(flag: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """What is wrong with the replica settings given outside the file (`--replica`,
+    `CROND_REPLICA`, `CROND_DATABASE_URL`), checked as the file's are (the URL never
+    shown but as `show_url` shows it)."""
+    from pydantic_core import PydanticCustomError  # noqa: PLC0415  (only with a database)
+
+    from crond.config.database import check_database, check_name  # noqa: PLC0415
+
+    env = os.environ if environ is None else environ
+    given = [
+        ("CROND_DATABASE_URL", env.get("CROND_DATABASE_URL"), check_database),
+        ("--replica", flag, lambda v: check_name(v, "replica")),
+        (
+            "CROND_REPLICA",
+            None if flag else env.get("CROND_REPLICA"),
+            lambda v: check_name(v, "replica"),
+        ),
+    ]
+    found = []
+    for where, value, check in given:
+        if value is None:
+            continue
+        try:
+            check(value)
+        except PydanticCustomError as exc:
+            found.append(f"{where}: {exc.message()}")
+    return found
+
+
 class Cluster:
     """What one replica does for its cluster, besides claiming its runs (the recorder)."""
 
