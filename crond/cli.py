@@ -322,7 +322,9 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     try:
         timeout = cfg.daemon.replica_timeout
         alive = view.alive_of(reader, timeout) if reader is not None else False
-        text = view.for_file(cfg.jobs, reader, now, alive=alive, as_json=as_json)
+        text = view.for_file(
+            cfg.jobs, reader, now, alive=alive, as_json=as_json, replica_timeout=timeout
+        )
     except StateError as exc:  # the store went bad under us: no history, then
         why = str(exc)
         text = view.for_file(cfg.jobs, None, now, alive=False, as_json=as_json)

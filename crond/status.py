@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from json.encoder import encode_basestring
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crond import ownership
 from crond.clock import iso_utc
@@ -54,6 +54,7 @@ __all__ = [
     "format_history_json",
     "format_status",
     "format_status_json",
+    "live_replicas",
     "pause_json",
     "pause_text",
     "quick",
@@ -90,11 +91,30 @@ def daemon_alive(info: Mapping[str, Any] | None, boot: str | None) -> bool:
     return True
 
 
-def cluster_alive(reader: ClusterReader, replica_timeout: timedelta) -> bool:
-    """Whether some replica of the cluster runs: its last heartbeat is fresher than
+def live_replicas(reader: ClusterReader, replica_timeout: timedelta) -> frozenset[str]:
+    """The replicas of the cluster that run: their last heartbeat is fresher than
     `replica_timeout` by the database's clock (as the replicas judge one another)."""
     now = reader.clock()
-    return any(r.last_beat > now - replica_timeout for r in reader.replicas())
+    return frozenset(r.name for r in reader.replicas() if r.last_beat > now - replica_timeout)
+
+
+def cluster_alive(reader: ClusterReader, replica_timeout: timedelta) -> bool:
+    """Whether some replica of the cluster runs."""
+    return bool(live_replicas(reader, replica_timeout))
+
+
+class _Cluster(NamedTuple):
+    """What status shows of a cluster besides a lone daemon's: who ran each job's newest
+    attempt, and which replicas run (an open attempt of one that does not is lost)."""
+
+    ran_by: Mapping[str, str]
+    live: frozenset[str]
+
+
+def _cluster_of(reader: Reader, replica_timeout: timedelta) -> _Cluster | None:
+    if not isinstance(reader, ClusterReader):
+        return None
+    return _Cluster(reader.newest_replicas(), live_replicas(reader, replica_timeout))
 
 
 def alive_of(reader: Reader, replica_timeout: timedelta = _REPLICA_TIMEOUT) -> bool:
@@ -130,12 +150,14 @@ def quick(
         published = reader.get_meta("view_sha256")
         if not published or (same_bytes and published != hashlib.sha256(raw).hexdigest()):
             return None
-        if timeout is None or not alive_of(reader, timeout):
-            return None  # the daemon is gone (or how long a replica may be silent unclear)
-        if reader.view_is_behind(now.timestamp() - _STALE_S):
-            return None  # the daemon is behind (stopped, stalled)
+        # Not when how long a replica may be silent is unclear (the file says what is
+        # wrong), nor when the daemon is gone, or behind (stopped, stalled).
+        cluster = None if timeout is None else _cluster_of(reader, timeout)
+        alive = bool(cluster.live) if cluster is not None else alive_of(reader)
+        if timeout is None or not alive or reader.view_is_behind(now.timestamp() - _STALE_S):
+            return None
         rows, pauses = reader.status_rows(), reader.pauses()
-        return _render(rows, pauses, now, alive=True, as_json=as_json, replicas=_ran_by(reader))
+        return _render(rows, pauses, now, alive=True, as_json=as_json, cluster=cluster)
     except StateError:
         return None
     finally:
@@ -149,19 +171,16 @@ def for_file(
     *,
     alive: bool,
     as_json: bool,
+    replica_timeout: timedelta = _REPLICA_TIMEOUT,
 ) -> str:
     """Status of the file's jobs, next fires computed from `now`, history from `reader`
-    (or none). Raises StateError."""
+    (or none; a cluster's replicas judged alive by `replica_timeout`). Raises
+    StateError."""
     summaries = reader.summaries() if reader is not None else {}
     pauses = reader.pauses() if reader is not None else _NO_PAUSES
-    replicas = _ran_by(reader) if reader is not None else None
+    cluster = _cluster_of(reader, replica_timeout) if reader is not None else None
     rows = [status_row(view, summaries.get(view.job)) for view in _view_rows(jobs, now)]
-    return _render(rows, pauses, now, alive=alive, as_json=as_json, replicas=replicas)
-
-
-def _ran_by(reader: Reader) -> Mapping[str, str] | None:
-    """Of a cluster: the replica of each job's newest attempt. None: not a cluster."""
-    return reader.newest_replicas() if isinstance(reader, ClusterReader) else None
+    return _render(rows, pauses, now, alive=alive, as_json=as_json, cluster=cluster)
 
 
 def _view_rows(jobs: Mapping[str, LoadedJob], now: datetime) -> Iterable[ViewRow]:
@@ -177,11 +196,14 @@ def _render(
     *,
     alive: bool,
     as_json: bool,
-    replicas: Mapping[str, str] | None,
+    cluster: _Cluster | None,
 ) -> str:
-    if as_json:
-        return format_status_json(rows, alive=alive, pauses=pauses, now=now, replicas=replicas)
-    return format_status(rows, alive=alive, pauses=pauses, now=now, replicas=replicas)
+    format_ = format_status_json if as_json else format_status
+    if cluster is None:
+        return format_(rows, alive=alive, pauses=pauses, now=now)
+    return format_(
+        rows, alive=alive, pauses=pauses, now=now, replicas=cluster.ran_by, live=cluster.live
+    )
 
 
 def open_reader_for(path: Path, flag: str | None) -> Reader:
@@ -265,11 +287,12 @@ def format_status(
     pauses: Mapping[str, PauseRow] = _NO_PAUSES,
     now: datetime | None = None,
     replicas: Mapping[str, str] | None = None,
+    live: Collection[str] | None = None,
 ) -> str:
     """The table. A PAUSE column is there when a job shown has a pause kept (or one that
     ran out and is not cleared yet): a line a job, greppable, whatever the note says. A
     REPLICA column (before it) for a cluster (`replicas`: by job, who ran the newest
-    attempt)."""
+    attempt; `live`: the replicas running, whose open attempts run: others' are lost)."""
     header: tuple[str, ...] = (
         "JOB", "SCHEDULE", "LAST RUN", "OUTCOME", "DURATION", "LAST SUCCESS", "NEXT FIRE"
     )  # fmt: skip
@@ -282,7 +305,8 @@ def format_status(
     lines: list[tuple[str, ...]] = []
     for row in rows:
         # An open attempt is running, or was left open by a daemon that is gone.
-        outcome = ("running" if alive else "lost?") if row.open else row.outcome or "-"
+        runs = alive if live is None or replicas is None else replicas.get(row.job) in live
+        outcome = ("running" if runs else "lost?") if row.open else row.outcome or "-"
         if not row.enabled:
             nxt = "disabled"
         elif row.next_text is None:
@@ -424,18 +448,23 @@ def format_status_json(
     pauses: Mapping[str, PauseRow] = _NO_PAUSES,
     now: datetime | None = None,
     replicas: Mapping[str, str] | None = None,
+    live: Collection[str] | None = None,
 ) -> str:
     """One compact JSON object a job, a line each (docs/state.md shows one). Written by
     hand, not by json.dumps: 10,000 lines in a third of the time. `alive`: whether the
     daemon that wrote the store runs; if not, nothing is running (an open attempt is a
     lost one). `paused`: the job's pause, or null; `pause_expired`: one that ran out and
     is not cleared yet (the daemon is not running), or null. For a cluster (`replicas`),
-    `last_run` has the `replica` that ran it."""
+    `last_run` has the `replica` that ran it (`live` as for `format_status`)."""
     when = now or datetime.now(UTC)
     if replicas is None:
         return "\n".join([_status_line(row, alive, pauses.get(row.job), when) for row in rows])
     return "\n".join(
-        [_status_line(row, alive, pauses.get(row.job), when, replicas.get(row.job)) for row in rows]
+        [
+            _status_line(row, alive if live is None else by in live, pauses.get(row.job), when, by)
+            for row in rows
+            for by in (replicas.get(row.job),)
+        ]
     )
 
 

@@ -124,6 +124,25 @@ def test_with_every_heartbeat_stale_an_open_run_is_lost(
     assert " running " in _lines(done.stdout)["b"], done.stdout
 
 
+@pytest.mark.parametrize("quick", [True, False], ids=["daemon's view", "file loaded"])
+def test_an_open_run_of_a_replica_gone_silent_is_lost_while_another_runs(
+    pg_url: str, cluster: tuple[PostgresStore, PostgresStore], tmp_path: Path, quick: bool
+) -> None:
+    path = _file(tmp_path, pg_url)
+    _publish(cluster[0], path.read_bytes() if quick else b"other bytes")
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(
+            "UPDATE crond_replicas SET last_beat = clock_timestamp() - interval '31s' "
+            "WHERE name = 'r2'"
+        )
+    done = _crond("status", str(path))
+    assert " lost? " in _lines(done.stdout)["b"], done.stdout
+    assert _lines(done.stdout)["a"].split()[1] == ("view's" if quick else "every")
+    as_json = _crond("status", "--json", str(path))
+    rows = {row["job"]: row for row in map(json.loads, as_json.stdout.splitlines())}
+    assert rows["b"]["running"] is False
+
+
 def test_history_shows_each_attempts_replica(
     pg_url: str, cluster: tuple[PostgresStore, PostgresStore], tmp_path: Path
 ) -> None:
