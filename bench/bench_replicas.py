@@ -11,9 +11,10 @@ synchronous commits, full-page writes); it is removed at the end. Figures:
    measures it) and the job's own (its write), one job `every: 1s`, with the state in
    SQLite (a plain `crond run`) and then in the database (`--replica r1`): medians;
 2. three replicas of one file of 200 jobs `every: 5s` for N minutes (10; --quick: 1):
-   from crond_attempts, the slots expected (every job's, from the first slot all three
-   were up to the last before the stop) against those claimed: duplicates and missed,
-   with the starts' lag from the jobs' own writes;
+   the slots expected (every job's, from the first slot all three were up to the last
+   before the stop) against those claimed (crond_claims): missed; slots with two first
+   attempts in crond_attempts: duplicates; and the jobs' own writes a slot (200 each),
+   with the starts' lag from them;
 3. the same with one replica SIGKILLed halfway (its unfinished runs closed as lost by a
    survivor after replica_timeout, 30 s by default);
 4. the load one replica puts on PostgreSQL: transactions a second (the delta of
@@ -111,34 +112,47 @@ class Tally:
 
 
 def tally(url: str, jobs: Sequence[str], first: float, last: float) -> Tally:
-    """From crond_attempts: every job's slots (multiples of PERIOD) in [first, last]
-    against the rows of those slots (first attempts). No table: every slot missed."""
+    """Every job's slots (multiples of PERIOD) in [first, last] against the claims of
+    crond_claims (kept 35 days, where crond_attempts keeps a job's last `history`, 100
+    by default: 8 minutes of a job every 5 s); duplicates are slots with more than one
+    first attempt in crond_attempts. No tables: every slot missed."""
     since = datetime.fromtimestamp(first, UTC)
     until = datetime.fromtimestamp(last, UTC)
+    window = (since, until)
+    claims: list[tuple[str, datetime, str]] = []
+    twice: list[tuple[int]] = []
+    lost: tuple[int] | None = (0,)
     with psycopg.connect(url) as conn:
         try:
-            rows = conn.execute(
-                "SELECT job, slot, replica, outcome FROM crond_attempts "
-                "WHERE attempt = 1 AND slot BETWEEN %s AND %s",
-                (since, until),
+            claims = conn.execute(
+                "SELECT job, slot, replica FROM crond_claims "
+                "WHERE copy = '' AND slot BETWEEN %s AND %s",
+                window,
             ).fetchall()
+            twice = conn.execute(
+                "SELECT count(*) - 1 FROM crond_attempts WHERE attempt = 1 "
+                "AND slot BETWEEN %s AND %s GROUP BY job, slot HAVING count(*) > 1",
+                window,
+            ).fetchall()
+            lost = conn.execute(
+                "SELECT count(*) FROM crond_attempts WHERE outcome = 'lost'"
+            ).fetchone()
         except psycopg.errors.UndefinedTable:  # the replicas never used the database
-            rows = []
+            pass
     slots = [
         since + timedelta(seconds=PERIOD * i) for i in range(int((last - first) // PERIOD) + 1)
     ]
-    counts: dict[tuple[str, datetime], int] = {}
+    claimed = {(job, slot) for job, slot, _ in claims}
     by_replica: dict[str, int] = {}
-    for job, slot, replica, _ in rows:
-        counts[(job, slot)] = counts.get((job, slot), 0) + 1
+    for *_, replica in claims:
         by_replica[replica] = by_replica.get(replica, 0) + 1
     expected = [(job, slot) for job in jobs for slot in slots]
     return Tally(
         expected=len(expected),
-        claimed=sum(1 for key in expected if key in counts),
-        duplicates=sum(n - 1 for n in counts.values() if n > 1),
-        missed=sum(1 for key in expected if key not in counts),
-        lost=sum(1 for *_, outcome in rows if outcome == "lost"),
+        claimed=sum(1 for key in expected if key in claimed),
+        duplicates=sum(n for (n,) in twice),
+        missed=sum(1 for key in expected if key not in claimed),
+        lost=lost[0] if lost else 0,
         by_replica=dict(sorted(by_replica.items())),
     )
 
@@ -191,7 +205,12 @@ def cluster_run(server: pg.Server, name: str, minutes: float, kill: bool) -> Non
         f"{minutes:g} min: slots expected {result.expected}, claimed {result.claimed}, "
         f"duplicates {result.duplicates}, missed {result.missed}",
     )
-    row("  runs by replica", "", f"{result.by_replica}; lost {result.lost}")
+    row("  claims by replica", "", f"{result.by_replica}; lost {result.lost}")
+    # The jobs' own writes, a count independent of the tables: COUNT a slot, no more.
+    written = [len(v) for v in starts.values()]
+    if written:
+        row("  runs written a slot", "", f"min {min(written)}, max {max(written)} "
+            f"(of {COUNT}, {len(written)} slots)")  # fmt: skip
     lasts = [(v[-1] - slot) * 1000 for slot, v in starts.items() if v]
     medians = [(statistics.median(v) - slot) * 1000 for slot, v in starts.items() if v]
     row("  start lag, median of a slot", "crond", summary(medians))
