@@ -58,6 +58,35 @@ def replica_name(
     return flag or env.get("CROND_REPLICA") or cfg.daemon.replica or socket.gethostname()
 
 
+def given_problems(flag: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
+    """What is wrong with the replica settings given outside the file (`--replica`,
+    `CROND_REPLICA`, `CROND_DATABASE_URL`), checked as the file's are (the URL never
+    shown but as `show_url` shows it)."""
+    from pydantic_core import PydanticCustomError  # noqa: PLC0415  (only with a database)
+
+    from crond.config.database import check_database, check_name  # noqa: PLC0415
+
+    env = os.environ if environ is None else environ
+    given = [
+        ("CROND_DATABASE_URL", env.get("CROND_DATABASE_URL"), check_database),
+        ("--replica", flag, lambda v: check_name(v, "replica")),
+        (
+            "CROND_REPLICA",
+            None if flag else env.get("CROND_REPLICA"),
+            lambda v: check_name(v, "replica"),
+        ),
+    ]
+    found = []
+    for where, value, check in given:
+        if value is None:
+            continue
+        try:
+            check(value)
+        except PydanticCustomError as exc:
+            found.append(f"{where}: {exc.message()}")
+    return found
+
+
 class Cluster:
     """What one replica does for its cluster, besides claiming its runs (the recorder)."""
 
@@ -80,7 +109,8 @@ class Cluster:
         self.digest: str | None = None  # of this replica's file
         self._skewed = False
         self._mismatch: frozenset[tuple[str, str, str]] = frozenset()
-        self._last_kill: int | None = None  # None: not polled yet (older requests are old)
+        self._last_kill: int | None = None  # None: not polled yet
+        self._since = clock.now()  # kill requests before it are not this replica's to act on
         self._pauses: dict[str, PauseRow] = {}  # the cluster's, as last polled
 
     def configure(self, cfg: LoadedConfig, digest: str | None) -> None:
@@ -176,10 +206,12 @@ class Cluster:
         if found is None:
             return
         self._sync_pauses(found.pauses)
-        if after is not None:
-            for kill in found.kills:
-                if kill.replica != self.replica:
-                    self._kill(kill.target, kill.by, kill.replica)
+        for kill in found.kills:
+            # At the first poll, the requests made before this replica began are old.
+            if kill.replica != self.replica and (
+                after is not None or kill.requested >= self._since
+            ):
+                self._kill(kill.target, kill.by, kill.replica)
         self._last_kill = max(found.last_kill, after or 0)
 
     def _sync_pauses(self, rows: dict[str, PauseRow]) -> None:

@@ -34,7 +34,7 @@ from crond.config.model import Overlap, Replicas
 from crond.control.server import socket_path
 from crond.daemon import reaper
 from crond.daemon.claims import Refused
-from crond.daemon.cluster import Cluster, database_url, replica_name
+from crond.daemon.cluster import Cluster, database_url, given_problems, replica_name
 from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Gate, Loop
@@ -344,6 +344,11 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         log.error("config.load_failed", errors=[str(p) for p in exc.problems])
+        return 1
+    if database_url(cfg) is not None and (given := given_problems(options.replica)):
+        for said in given:
+            print(f"crond: {said}", file=sys.stderr)
+        log.error("config.load_failed", errors=given)
         return 1
     if database_url(cfg) is not None and importlib.util.find_spec("psycopg") is None:
         missing = "crond: a database is set (daemon.database or CROND_DATABASE_URL) but psycopg"

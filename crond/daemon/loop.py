@@ -24,21 +24,21 @@ from typing import Any, Protocol
 
 from structlog.typing import FilteringBoundLogger
 
-from crond.clock import Clock, iso_utc
+from crond.clock import Clock
 from crond.config.loaded import LoadedJob
-from crond.config.model import Catchup, Overlap
+from crond.config.model import Overlap
 from crond.config.wording import quote
+from crond.daemon import decisions as deciding
 from crond.daemon.claims import NONE_REFUSED, Refusal, Refused, Unclaimed
 from crond.daemon.pauses import Pauses
 from crond.daemon.queue import RunQueue
 from crond.daemon.runs import Gate, Launch, Pending, RunHandle
-from crond.when.plan import Decision, Entry, Schedule, make_entry, plan_entry
+from crond.when.plan import Decision, Entry, Schedule, make_entry
 from crond.when.timing import Fire
 
 # The runs' names too: the daemon and the tests import them from here.
 __all__ = ["ConfigDiff", "Gate", "Launch", "Loop", "Pending", "RunHandle", "Watcher"]
 
-_SECOND = timedelta(seconds=1)
 
 
 class Watcher(Protocol):
@@ -129,7 +129,9 @@ class Loop:
             self.schedule.remove(name)
         for name in added:
             before = resume.get(name) if resume else None
-            self.schedule.put(make_entry(jobs[name], _first_cursor(jobs[name], now, before)))
+            self.schedule.put(
+                make_entry(jobs[name], deciding.first_cursor(jobs[name], now, before))
+            )
         for name in changed:
             cursor = max(old[name].cursor, now)
             self.schedule.remove(name)
@@ -277,7 +279,7 @@ class Loop:
 
     def _tell(self, job: LoadedJob, decision: Decision) -> None:
         """A decision taken outside the planner (a queued run missed): logged and told."""
-        _log_decision(self.log, job, decision)
+        deciding.log_decision(self.log, job, decision)
         if self.watcher is not None:
             self.watcher.decided(job, decision)
 
@@ -371,14 +373,14 @@ class Loop:
         # the last 0.5 ms spun (clock.py).
         due = self.schedule.pop_due(now + self.clock.lead)
         at = max([now, *(entry.next_fire.at for entry in due if entry.next_fire is not None)])
-        decisions, moved = _plan(
+        decisions, moved = deciding.plan(
             self.schedule, due, at, self.running, pauses=self._pauses, queued=self._queue.counts
         )
         held = self._queue.hold(decisions, self._replacing)
         refused = NONE_REFUSED
         if self.prepare is not None and (starts := self._starts(due, decisions, held)):
             refused = self._claim(starts, at)  # all of them, before any is spawned
-        gate = _gate(self.clock, at) if at > now else None
+        gate = deciding.gate(self.clock, at) if at > now else None
         for i, (entry, decision) in enumerate(zip(due, decisions, strict=True)):
             self._act(entry.job, decision, gate, queued=i in held, refused=refused)
         if gate is not None:
@@ -409,7 +411,7 @@ class Loop:
         logs = decision.caught_up is not None or decision.missed or decision.skip or queued
         if gate is not None and (logs or decision.replace):
             gate()  # what follows is of the slot: not logged, nor anything stopped, before it
-        _log_decision(self.log, job, decision)
+        deciding.log_decision(self.log, job, decision)
         if self.watcher is not None and (logs or decision.start is not None or decision.paused):
             self.watcher.decided(job, decision)
         if decision.start is None:
@@ -503,81 +505,3 @@ _TRIGGER_REFUSED: dict[Refusal, str] = {
     "busy": "{name} has a run going on another replica and overlap: skip",
     "database": "the database is unavailable, and no run starts without a claim",
 }
-
-
-def _plan(
-    schedule: Schedule,
-    due: list[Entry],
-    at: datetime,
-    running: Mapping[str, list[RunHandle]],
-    *,
-    pauses: Pauses,
-    queued: Mapping[str, int],
-) -> tuple[list[Decision], list[tuple[str, datetime]]]:
-    """Each due entry's decision as of `at`, applied (its next fire moved on); and the
-    `catchup: latest` cursors that moved with no run started (for `after_tick`). A job's
-    queued runs count as going; a paused job's slots are counted into its pause (a pause
-    ending at `at` or before is over: its slot at `at` runs)."""
-    decisions: list[Decision] = []
-    moved: list[tuple[str, datetime]] = []
-    paused = pauses.held
-    for entry in due:
-        name = entry.name
-        going = len(running.get(name, ()))
-        if queued:
-            going += queued.get(name, 0)
-        if paused and name in paused:
-            decision = pauses.plan(entry, at, going)
-        else:
-            decision = plan_entry(entry, at, going)
-        schedule.apply(entry, decision)
-        decisions.append(decision)
-        if decision.start is None and entry.job.settings.catchup is Catchup.LATEST:
-            moved.append((entry.name, entry.cursor))
-    return decisions, moved
-
-
-def _first_cursor(job: LoadedJob, now: datetime, before: datetime | None) -> datetime:
-    """Where a job new to this loop starts: now, or the cursor a previous daemon left
-    (`before`) if later; a `catchup: latest` job from `before`, for its missed slots."""
-    if before is None:
-        return now
-    if job.settings.catchup is Catchup.LATEST:
-        # Slots older than the window can never run: not even counted (a year of a
-        # minutely job would be half a million slots to walk).
-        return max(before, now - job.settings.catchup_window - _SECOND)
-    return max(now, before)
-
-
-def _log_decision(log: FilteringBoundLogger, job: LoadedJob, decision: Decision) -> None:
-    """The events of a slot's decision: caught up, missed, skipped."""
-    if decision.caught_up is not None and decision.start is not None:
-        log.warning(
-            "job.caught_up", job=job.name, slot=iso_utc(decision.start), skipped=decision.caught_up
-        )
-    if decision.missed:
-        m = decision.missed
-        log.warning(
-            "job.missed",
-            job=job.name,
-            count=m.count,
-            first_slot=iso_utc(m.first_slot),
-            last_slot=iso_utc(m.last_slot),
-            reason=m.reason,
-        )
-    if decision.skip:
-        reason = decision.skip_reason or "overlap"
-        log.warning("job.skipped", job=job.name, slot=iso_utc(decision.skip), reason=reason)
-
-
-def _gate(clock: Clock, at: datetime) -> Gate:
-    """A gate that blocks until `at` the first time it is called, and is open after."""
-    waited = False
-
-    def gate() -> None:
-        nonlocal waited
-        if not waited:
-            waited = True
-            clock.block_until(at)
-
-    return gate
