@@ -59,11 +59,11 @@ def cluster(pg_url: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
     r1 = PostgresStore.open(pg_url, cluster="billing", replica="r1")
     r2 = PostgresStore.open(pg_url, cluster="billing", replica="r2")
     (a,) = r1.claim_many([base.Start("a", "run-a", T0)], T0)
-    assert a is not None
+    assert isinstance(a, int)
     r1.finish(a, job="a", finished=T0 + timedelta(seconds=2), outcome="success", exit_code=0,
               duration_s=2.0, output=["done"])  # fmt: skip
     (b,) = r2.claim_many([base.Start("b", "run-b", T0 + timedelta(hours=1))], T0)
-    assert b is not None
+    assert isinstance(b, int)
     yield r1, r2
     r1.close()
     r2.close()
