@@ -272,9 +272,18 @@ def health(liveness_file: Path, max_age: timedelta | None) -> None:
 def _open_reader(cfg: LoadedConfig, flag: str | None) -> tuple[Reader | None, str | None]:
     """The store read-only, or None and why not (said on stderr by the caller)."""
     try:
-        return locate.open_reader(flag, cfg.daemon.state_dir), None
+        return _reader_for(cfg, flag), None
     except StateError as exc:
         return None, str(exc)
+
+
+def _reader_for(cfg: LoadedConfig, flag: str | None) -> Reader:
+    """The store the file's daemon writes: its cluster's database, or its state directory
+    (`--state-dir` names one). Raises StateError."""
+    daemon = cfg.daemon
+    return locate.open_reader(
+        flag, daemon.state_dir, database=daemon.database, cluster=daemon.cluster
+    )
 
 
 @main.command()
@@ -311,8 +320,11 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
         sys.exit(1)
     reader, why = _open_reader(cfg, state_dir)
     try:
-        alive = view.alive_of(reader) if reader is not None else False
-        text = view.for_file(cfg.jobs, reader, now, alive=alive, as_json=as_json)
+        timeout = cfg.daemon.replica_timeout
+        alive = view.alive_of(reader, timeout) if reader is not None else False
+        text = view.for_file(
+            cfg.jobs, reader, now, alive=alive, as_json=as_json, replica_timeout=timeout
+        )
     except StateError as exc:  # the store went bad under us: no history, then
         why = str(exc)
         text = view.for_file(cfg.jobs, None, now, alive=False, as_json=as_json)
@@ -362,9 +374,7 @@ def history(file: Path, job: str | None, state_dir: str | None, count: int, as_j
         cfg, broken = None, exc
     try:
         reader = (
-            view.open_reader_for(file, state_dir)
-            if cfg is None
-            else locate.open_reader(state_dir, cfg.daemon.state_dir)
+            view.open_reader_for(file, state_dir) if cfg is None else _reader_for(cfg, state_dir)
         )
     except StateError as exc:
         if broken is not None:

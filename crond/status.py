@@ -6,6 +6,11 @@ row a job. The view is the running daemon's own, read from the store, when it lo
 exactly the bytes of the file (`quick`: no pydantic, no file loaded); else it is made
 from the file (`for_file`). Both print through the same code, so they print the same.
 This module is on `crond status`'s fast path: it imports neither pydantic nor the daemon.
+
+A cluster (replicas sharing a PostgreSQL database) is read the same way, with two
+differences: its daemon is alive when some replica's heartbeat is fresher than
+`replica_timeout` by the database's clock, and the replica that ran (or runs) each job's
+newest attempt is shown (a REPLICA column; `replica` in --json's `last_run`).
 """
 
 from __future__ import annotations
@@ -13,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from json.encoder import encode_basestring
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crond import ownership
 from crond.clock import iso_utc
@@ -26,6 +31,7 @@ from crond.config.wording import escape
 from crond.store import locate
 from crond.store.base import (
     AttemptRow,
+    ClusterReader,
     PauseRow,
     Reader,
     StateError,
@@ -40,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "alive_of",
+    "cluster_alive",
     "daemon_alive",
     "expired",
     "for_file",
@@ -47,6 +54,7 @@ __all__ = [
     "format_history_json",
     "format_status",
     "format_status_json",
+    "live_replicas",
     "pause_json",
     "pause_text",
     "quick",
@@ -60,6 +68,11 @@ _NOTE_SHOWN = 500
 # Who paused a job, as the store keeps it: `{"uid", "user", "pid"}` is far shorter.
 _BY_MAX = 1024
 _NO_PAUSES: Mapping[str, PauseRow] = MappingProxyType({})
+# A replica's name as a cell shows it (the database keeps what a replica said).
+_REPLICA_SHOWN = 64
+# `daemon:` keys status reads without loading the file.
+_HINT_KEYS = frozenset({"state_dir", "database", "cluster", "replica_timeout"})
+_REPLICA_TIMEOUT = timedelta(seconds=30)  # the file's default (config.model.Daemon)
 
 
 def daemon_alive(info: Mapping[str, Any] | None, boot: str | None) -> bool:
@@ -78,8 +91,37 @@ def daemon_alive(info: Mapping[str, Any] | None, boot: str | None) -> bool:
     return True
 
 
-def alive_of(reader: Reader) -> bool:
-    """Whether the daemon that writes `reader`'s store runs now."""
+def live_replicas(reader: ClusterReader, replica_timeout: timedelta) -> frozenset[str]:
+    """The replicas of the cluster that run: their last heartbeat is fresher than
+    `replica_timeout` by the database's clock (as the replicas judge one another)."""
+    now = reader.clock()
+    return frozenset(r.name for r in reader.replicas() if r.last_beat > now - replica_timeout)
+
+
+def cluster_alive(reader: ClusterReader, replica_timeout: timedelta) -> bool:
+    """Whether some replica of the cluster runs."""
+    return bool(live_replicas(reader, replica_timeout))
+
+
+class _Cluster(NamedTuple):
+    """What status shows of a cluster besides a lone daemon's: who ran each job's newest
+    attempt, and which replicas run (an open attempt of one that does not is lost)."""
+
+    ran_by: Mapping[str, str]
+    live: frozenset[str]
+
+
+def _cluster_of(reader: Reader, replica_timeout: timedelta) -> _Cluster | None:
+    if not isinstance(reader, ClusterReader):
+        return None
+    return _Cluster(reader.newest_replicas(), live_replicas(reader, replica_timeout))
+
+
+def alive_of(reader: Reader, replica_timeout: timedelta = _REPLICA_TIMEOUT) -> bool:
+    """Whether the daemon that writes `reader`'s store runs now (of a cluster: some
+    replica of it)."""
+    if isinstance(reader, ClusterReader):
+        return cluster_alive(reader, replica_timeout)
     info = reader.get_meta("daemon")
     try:
         return daemon_alive(json.loads(info) if info else None, locate.boot_id())
@@ -101,17 +143,21 @@ def quick(
     one whose daemon loaded other bytes: then the file is loaded after all."""
     try:
         raw = ownership.read_schedules_file(path, enforce=False)
-        reader = _reader_of(raw, flag)
+        reader, timeout = _reader_of(raw, flag)
     except (ownership.FileRefused, StateError):
         return None
     try:
         published = reader.get_meta("view_sha256")
         if not published or (same_bytes and published != hashlib.sha256(raw).hexdigest()):
             return None
-        if not alive_of(reader) or reader.view_is_behind(now.timestamp() - _STALE_S):
-            return None  # the daemon is gone, or behind (stopped, stalled)
+        # Not when how long a replica may be silent is unclear (the file says what is
+        # wrong), nor when the daemon is gone, or behind (stopped, stalled).
+        cluster = None if timeout is None else _cluster_of(reader, timeout)
+        alive = bool(cluster.live) if cluster is not None else alive_of(reader)
+        if timeout is None or not alive or reader.view_is_behind(now.timestamp() - _STALE_S):
+            return None
         rows, pauses = reader.status_rows(), reader.pauses()
-        return _render(rows, pauses, now, alive=True, as_json=as_json)
+        return _render(rows, pauses, now, alive=True, as_json=as_json, cluster=cluster)
     except StateError:
         return None
     finally:
@@ -125,13 +171,16 @@ def for_file(
     *,
     alive: bool,
     as_json: bool,
+    replica_timeout: timedelta = _REPLICA_TIMEOUT,
 ) -> str:
     """Status of the file's jobs, next fires computed from `now`, history from `reader`
-    (or none). Raises StateError."""
+    (or none; a cluster's replicas judged alive by `replica_timeout`). Raises
+    StateError."""
     summaries = reader.summaries() if reader is not None else {}
     pauses = reader.pauses() if reader is not None else _NO_PAUSES
+    cluster = _cluster_of(reader, replica_timeout) if reader is not None else None
     rows = [status_row(view, summaries.get(view.job)) for view in _view_rows(jobs, now)]
-    return _render(rows, pauses, now, alive=alive, as_json=as_json)
+    return _render(rows, pauses, now, alive=alive, as_json=as_json, cluster=cluster)
 
 
 def _view_rows(jobs: Mapping[str, LoadedJob], now: datetime) -> Iterable[ViewRow]:
@@ -147,10 +196,14 @@ def _render(
     *,
     alive: bool,
     as_json: bool,
+    cluster: _Cluster | None,
 ) -> str:
-    if as_json:
-        return format_status_json(rows, alive=alive, pauses=pauses, now=now)
-    return format_status(rows, alive=alive, pauses=pauses, now=now)
+    format_ = format_status_json if as_json else format_status
+    if cluster is None:
+        return format_(rows, alive=alive, pauses=pauses, now=now)
+    return format_(
+        rows, alive=alive, pauses=pauses, now=now, replicas=cluster.ran_by, live=cluster.live
+    )
 
 
 def open_reader_for(path: Path, flag: str | None) -> Reader:
@@ -160,19 +213,47 @@ def open_reader_for(path: Path, flag: str | None) -> Reader:
         raw = ownership.read_schedules_file(path, enforce=False)
     except ownership.FileRefused:
         raw = b""
-    return _reader_of(raw, flag)
+    return _reader_of(raw, flag)[0]
 
 
-def _reader_of(raw: bytes, flag: str | None) -> Reader:
-    """The store `--state-dir` names, else the one the file's `daemon:` block names."""
-    return locate.open_reader(flag, None if flag else _state_dir_hint(raw))
+def _reader_of(raw: bytes, flag: str | None) -> tuple[Reader, timedelta | None]:
+    """The store `--state-dir` names, else the one the file's `daemon:` block names (its
+    `database` and `cluster`, or its `state_dir`), read from that block alone; with the
+    block's `replica_timeout` (None: unclear, so whether a cluster runs is too).
+
+    A block that does not read (None) is the default place's store, or for a database
+    named by the environment, no store: the cluster would be a guess."""
+    if flag:
+        return locate.open_reader(flag, None), _REPLICA_TIMEOUT
+    found = locate.daemon_hint(raw, _HINT_KEYS)
+    if found is None:
+        if locate.database_url(None) is not None:
+            raise StateError("the file's daemon block does not say which cluster")
+        return locate.open_reader(None, None), _REPLICA_TIMEOUT
+    reader = locate.open_reader(
+        None, found["state_dir"], database=found["database"], cluster=found["cluster"] or "default"
+    )
+    return reader, _timeout_of(found["replica_timeout"])
 
 
 def _state_dir_hint(raw: bytes) -> str | None:
-    """`daemon.state_dir` from the file's `daemon:` block alone; None if absent or unclear
-    (then the default place, or the file is loaded)."""
-    found = locate.daemon_hint(raw, frozenset({"state_dir"}))
+    """`daemon.state_dir` from the file's `daemon:` block alone (as `_reader_of` reads
+    it); None if absent or unclear."""
+    found = locate.daemon_hint(raw, _HINT_KEYS)
     return None if found is None else found["state_dir"]
+
+
+def _timeout_of(text: str | None) -> timedelta | None:
+    """`replica_timeout` as the block writes it (the default when absent); None when it
+    does not parse (the file is loaded, and says what is wrong)."""
+    if text is None:
+        return _REPLICA_TIMEOUT
+    from crond.config.durations import DurationError, parse_duration  # noqa: PLC0415
+
+    try:
+        return parse_duration(text)
+    except DurationError:
+        return None
 
 
 def _when(when: datetime | str | None) -> str:
@@ -205,12 +286,18 @@ def format_status(
     alive: bool,
     pauses: Mapping[str, PauseRow] = _NO_PAUSES,
     now: datetime | None = None,
+    replicas: Mapping[str, str] | None = None,
+    live: Collection[str] | None = None,
 ) -> str:
     """The table. A PAUSE column is there when a job shown has a pause kept (or one that
-    ran out and is not cleared yet): a line a job, greppable, whatever the note says."""
+    ran out and is not cleared yet): a line a job, greppable, whatever the note says. A
+    REPLICA column (before it) for a cluster (`replicas`: by job, who ran the newest
+    attempt; `live`: the replicas running, whose open attempts run: others' are lost)."""
     header: tuple[str, ...] = (
         "JOB", "SCHEDULE", "LAST RUN", "OUTCOME", "DURATION", "LAST SUCCESS", "NEXT FIRE"
     )  # fmt: skip
+    if replicas is not None:
+        header += ("REPLICA",)
     when = now or datetime.now(UTC)
     paused = [pauses.get(row.job) for row in rows] if pauses else []
     if any(paused):
@@ -218,7 +305,8 @@ def format_status(
     lines: list[tuple[str, ...]] = []
     for row in rows:
         # An open attempt is running, or was left open by a daemon that is gone.
-        outcome = ("running" if alive else "lost?") if row.open else row.outcome or "-"
+        runs = alive if live is None or replicas is None else replicas.get(row.job) in live
+        outcome = ("running" if runs else "lost?") if row.open else row.outcome or "-"
         if not row.enabled:
             nxt = "disabled"
         elif row.next_text is None:
@@ -236,6 +324,7 @@ def format_status(
                 _seconds(row.duration_s),
                 _when(row.success_finished),
                 nxt,
+                *(() if replicas is None else (_replica_cell(replicas.get(row.job)),)),
             )
         )
     if any(paused):
@@ -244,6 +333,11 @@ def format_status(
             for line, pause in zip(lines, paused, strict=True)
         ]
     return _table(header, lines)
+
+
+def _replica_cell(name: str | None) -> str:
+    """A replica's name as a cell: escaped and bounded (a row stays one line)."""
+    return "-" if name is None else escape(name[:_REPLICA_SHOWN]) or "-"
 
 
 def expired(pause: PauseRow, now: datetime) -> bool:
@@ -312,14 +406,16 @@ def _is_int(value: object) -> bool:
 
 
 def format_history(attempts: Sequence[AttemptRow]) -> str:
-    """Oldest first: one line an attempt, then its output tail indented."""
+    """Oldest first: one line an attempt (ending `replica NAME` for a cluster's), then its
+    output tail indented."""
     out = []
     for a in attempts:
         exit_code = "-" if a.exit_code is None else str(a.exit_code)
+        ran_by = "" if a.replica is None else f"  replica {_replica_cell(a.replica)}"
         out.append(
             f"{_when(a.started)}  {a.job}  {a.run_id}  attempt {a.attempt}  "
             f"slot {iso_utc(a.slot)}  {a.outcome or 'running'}  exit {exit_code}  "
-            f"{_seconds(a.duration_s)}"
+            f"{_seconds(a.duration_s)}{ran_by}"
         )
         out.extend(f"    | {line}" for line in a.output)
     return "\n".join(out)
@@ -330,6 +426,7 @@ def format_history_json(attempts: Sequence[AttemptRow]) -> str:
 
 
 def _attempt_dict(a: AttemptRow) -> dict[str, Any]:
+    """`replica` only for a cluster's attempt (a lone daemon's have none)."""
     return {
         "job": a.job,
         "run_id": a.run_id,
@@ -341,7 +438,7 @@ def _attempt_dict(a: AttemptRow) -> dict[str, Any]:
         "exit_code": a.exit_code,
         "duration_s": a.duration_s,
         "output": a.output,
-    }
+    } | ({} if a.replica is None else {"replica": a.replica})
 
 
 def format_status_json(
@@ -350,16 +447,28 @@ def format_status_json(
     alive: bool,
     pauses: Mapping[str, PauseRow] = _NO_PAUSES,
     now: datetime | None = None,
+    replicas: Mapping[str, str] | None = None,
+    live: Collection[str] | None = None,
 ) -> str:
     """One compact JSON object a job, a line each (docs/state.md shows one). Written by
     hand, not by json.dumps: 10,000 lines in a third of the time. `alive`: whether the
     daemon that wrote the store runs; if not, nothing is running (an open attempt is a
     lost one). `paused`: the job's pause, or null; `pause_expired`: one that ran out and
-    is not cleared yet (the daemon is not running), or null."""
+    is not cleared yet (the daemon is not running), or null. For a cluster (`replicas`),
+    `last_run` has the `replica` that ran it (`live` as for `format_status`)."""
     when = now or datetime.now(UTC)
-    return "\n".join([_status_line(row, alive, pauses.get(row.job), when) for row in rows])
+    if replicas is None:
+        return "\n".join([_status_line(row, alive, pauses.get(row.job), when) for row in rows])
+    return "\n".join(
+        [
+            _status_line(row, alive if live is None else by in live, pauses.get(row.job), when, by)
+            for row in rows
+            for by in (replicas.get(row.job),)
+        ]
+    )
 
 
+_REPLICA_KEY = ',"replica":'
 _NOT_PAUSED = '"paused":null,"pause_expired":null'
 
 
@@ -372,10 +481,13 @@ def _pause_fields(pause: PauseRow, now: datetime) -> str:
     return f'"paused":{shown},"pause_expired":null'
 
 
-def _status_line(row: StatusRow, alive: bool, pause: PauseRow | None, now: datetime) -> str:
-    """A job's line. Each value is a JSON string (`esc`: not ASCII-escaped, text printed
-    as written), a number (an int's or a float's repr, as json.dumps writes them) or
-    null, tested inline: a helper call a value was a third of the time."""
+def _status_line(
+    row: StatusRow, alive: bool, pause: PauseRow | None, now: datetime, replica: str | None = None
+) -> str:
+    """A job's line (`replica`: last in `last_run`, when there is one). Each value is a
+    JSON string (`esc`: not ASCII-escaped, text printed as written), a number (an int's
+    or a float's repr, as json.dumps writes them) or null, tested inline: a helper call a
+    value was a third of the time."""
     (job, enabled, schedule, next_text, next_local, next_note, run_id, slot, attempt, started,
      finished, outcome, exit_code, duration_s, ok_run_id, ok_started, ok_finished,
      ok_duration_s) = row  # fmt: skip
@@ -389,7 +501,8 @@ def _status_line(row: StatusRow, alive: bool, pause: PauseRow | None, now: datet
             f'"finished":{null if finished is None else esc(finished)},'
             f'"outcome":{null if outcome is None else esc(outcome)},'
             f'"exit_code":{null if exit_code is None else repr(exit_code)},'
-            f'"duration_s":{null if duration_s is None else repr(duration_s)}}}'
+            f'"duration_s":{null if duration_s is None else repr(duration_s)}'
+            f"{'' if replica is None else _REPLICA_KEY + esc(replica)}}}"
         )
     if ok_finished is not None:
         success = (

@@ -40,7 +40,6 @@ from crond.when.timing import Fire
 __all__ = ["ConfigDiff", "Gate", "Launch", "Loop", "Pending", "RunHandle", "Watcher"]
 
 
-
 class Watcher(Protocol):
     """Told what the loop decides and how its runs go (the daemon's notifiers and metrics:
     crond/daemon/telling.py). Called from the loop's thread; must be quick and never raise."""
@@ -408,6 +407,9 @@ class Loop:
         queued: bool = False,
         refused: Refused = NONE_REFUSED,
     ) -> None:
+        reason = refused.get((job.name, decision.start)) if refused and decision.start else None
+        if reason is not None and reason != "database":
+            return  # the replica that holds the claim runs it, and logs and tells all of it
         logs = decision.caught_up is not None or decision.missed or decision.skip or queued
         if gate is not None and (logs or decision.replace):
             gate()  # what follows is of the slot: not logged, nor anything stopped, before it
@@ -426,7 +428,7 @@ class Loop:
                 return
         if queued:
             self._queue.put(job, decision.start)
-        elif refused and (reason := refused.get((job.name, decision.start))) is not None:
+        elif reason is not None:
             self._refuse(job, decision.start, reason, self.clock.now())
         else:
             self._start(job, decision.start, gate)

@@ -1,6 +1,9 @@
 """Where the state store is, and opening the one there: for the daemon (to write) and for
 `crond status`/`history` (to read). The implementation is chosen here, and only here:
-SQLite (crond/store/sqlite.py) is the one there is.
+SQLite (crond/store/sqlite.py) in a state directory; for reading, a cluster's PostgreSQL
+database (crond/store/postgres.py) when the file has `daemon.database` or
+CROND_DATABASE_URL is set. psycopg is imported only then, and its absence is said in a
+line (`pip install 'crond[postgres]'`), never a traceback.
 
 Also the host's boot id, which the store is keyed by for `@reboot` and for telling whether
 the daemon that wrote it still runs. docs/state.md has where the store lives.
@@ -15,6 +18,8 @@ from crond.store import sqlite
 from crond.store.base import Reader, StateError, Store
 
 SYSTEM_DIR = Path("/var/lib/crond")
+# The database's URL, over the file's `daemon.database` (a secret kept out of the file).
+DATABASE_ENV = "CROND_DATABASE_URL"
 
 
 def default_dir(environ: dict[str, str] | None = None) -> Path:
@@ -45,11 +50,27 @@ def open_store(directory: Path, *, aside: bool = False) -> Store:
     return sqlite.Store(directory, aside=aside)
 
 
-def open_reader(flag: str | None, configured: str | None) -> Reader:
-    """The store `crond status`/`history` should read: where `resolve_dir` says; and for a
-    user other than root with nothing chosen and nothing there, the system daemon's
+def database_url(configured: str | None, environ: dict[str, str] | None = None) -> str | None:
+    """The cluster's database: $CROND_DATABASE_URL, else the file's `daemon.database`."""
+    env = os.environ if environ is None else environ
+    return env.get(DATABASE_ENV) or configured
+
+
+def open_reader(
+    flag: str | None,
+    configured: str | None,
+    *,
+    database: str | None = None,
+    cluster: str = "default",
+) -> Reader:
+    """The store `crond status`/`history` should read: with no `--state-dir` and a
+    database (`database_url`), the cluster's in it; else where `resolve_dir` says; and for
+    a user other than root with nothing chosen and nothing there, the system daemon's
     (/var/lib/crond: a monitoring user in the `crond` group need not say so).
     Raises StateError."""
+    url = database_url(database)
+    if flag is None and url is not None:
+        return open_cluster_reader(url, cluster)
     directory = resolve_dir(flag, configured)
     if directory is None:
         raise StateError("no state store (state_dir: none): no run history is kept")
@@ -60,6 +81,23 @@ def open_reader(flag: str | None, configured: str | None) -> Reader:
         if not fallback or not (SYSTEM_DIR / sqlite.DB_NAME).exists():
             raise
     return sqlite.Reader(SYSTEM_DIR)
+
+
+def open_cluster_reader(url: str, cluster: str) -> Reader:
+    """The cluster's store in the database at `url`, read-only. Raises StateError (psycopg
+    not installed among the causes)."""
+    try:
+        from crond.store.postgres import PostgresStore  # noqa: PLC0415  (psycopg: only here)
+    except ImportError as exc:
+        if (exc.name or "").startswith("crond."):
+            raise
+        from crond.config.secrets import show_url  # noqa: PLC0415  (crond.config: not here)
+
+        raise StateError(
+            f"{show_url(url)} (cluster {cluster}): reading a cluster's database needs "
+            "psycopg, which is not installed: pip install 'crond[postgres]'"
+        ) from None
+    return PostgresStore.reader(url, cluster=cluster)
 
 
 def boot_id() -> str | None:

@@ -67,11 +67,16 @@ _HOLDER = (
     "SELECT pid, host, boot_id, last_beat, clock_timestamp() FROM crond_replicas "
     "WHERE cluster = %s AND name = %s FOR UPDATE"
 )
+# Both in the order of the (cluster, id) index, so that each reads only its cluster's few
+# rows: ordered by id alone, the planner may walk the primary key through every cluster's.
 _KILLS = (
     "SELECT id, target, who, replica, requested FROM crond_kills WHERE cluster = %s "
-    "AND id > %s ORDER BY id LIMIT %s"
+    "AND id > %s ORDER BY cluster, id LIMIT %s"
 )
-_LAST_KILL = "SELECT coalesce(max(id), 0) FROM crond_kills WHERE cluster = %s"
+_LAST_KILL = (
+    "SELECT coalesce((SELECT id FROM crond_kills WHERE cluster = %s "
+    "ORDER BY cluster DESC, id DESC LIMIT 1), 0)"
+)
 
 
 class Cluster(Reads):
