@@ -6,6 +6,9 @@ A replica is a `crond run FILE --replica NAME --state-dir DIR` of its own (the h
 record is in the database (docs/state.md). What the replicas did together is read from
 the table `crond_attempts`, never from one replica's log: a slot is run by whichever
 replica's claim commits, so only the table shows each slot once, or twice, or not at all.
+The table keeps a job's last `history` attempts (100 by default): a test reading it runs
+each job fewer times than that (crond_claims keeps every claim 35 days; bench_replicas
+counts its 10-minute runs there).
 """
 
 from __future__ import annotations
