@@ -106,19 +106,47 @@ async def test_a_slot_another_replica_claimed_is_not_run_nor_told() -> None:
         assert h.events.items == []  # the other replica logs and tells of its run
 
 
-async def test_a_skip_job_running_on_another_replica_is_left_to_it() -> None:
-    """The replica running the job skips the slot and says so (its planner sees its run):
-    the others, refused as busy, run nothing and say nothing, so the skip is told once."""
+async def test_a_skip_job_running_on_another_replica_is_skipped_by_the_claims_holder() -> None:
+    """Refused as busy, this replica holds the slot's claim: it runs nothing and tells of
+    the skip (the replica running the job finds the slot claimed, and says nothing)."""
     async with harness("jobs:\n  a: {every: 1m, command: x}\n") as h:
         db = Database()
         db.busy.add("a")
         h.loop.prepare = db.prepare
         await h.run_until(SLOT + timedelta(seconds=1))
         assert h.runs == []
-        assert h.events.items == []
+        assert h.events.named("job.skipped") == [
+            {"job": "a", "slot": "2026-03-01T12:01:00Z", "reason": "overlap"}
+        ]
         db.busy.clear()  # its run ended: the next slot is claimed and run as usual
         await h.run_until(SLOT + MINUTE + timedelta(seconds=1))
         assert h.starts() == [SLOT + MINUTE]
+
+
+async def test_what_another_replica_claimed_first_is_not_told_here() -> None:
+    """A slot skipped or missed here that another replica claimed (and tells of)."""
+    text = "jobs:\n  a: {every: 1m, command: x}\n  b: {every: 1m, grace: 1s, command: x}\n"
+    async with harness(text, finish_at_once=False) as h:
+        db = Database()
+        h.loop.prepare = db.prepare
+        asked: list[tuple[str, datetime]] = []
+
+        def dedupe(keys: list[tuple[str, datetime]]) -> set[tuple[str, datetime]]:
+            asked.extend(keys)
+            return {key for key in keys if key in db.claims}
+
+        h.loop.dedupe = dedupe
+        await h.run_until(SLOT + timedelta(seconds=1))  # a and b run (b stays running)
+        db.claims[("a", SLOT + MINUTE)] = "elsewhere"
+        h.runs[0].done.set()
+        # b's next slot is skipped (its run goes on): told here, nobody else claimed it;
+        # a's slot was claimed elsewhere: not run, not told
+        await h.run_until(SLOT + MINUTE + timedelta(seconds=1))
+        assert asked == [("b", SLOT + MINUTE)]
+        assert [kw["job"] for kw in h.events.named("job.skipped")] == ["b"]
+        db.claims[("b", SLOT + 2 * MINUTE)] = "elsewhere"  # another replica told of it
+        await h.run_until(SLOT + 2 * MINUTE + timedelta(seconds=1))
+        assert [kw["job"] for kw in h.events.named("job.skipped")] == ["b"]
 
 
 async def test_a_trigger_without_a_claim_is_refused_and_says_why() -> None:

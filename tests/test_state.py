@@ -798,6 +798,9 @@ class _MemoryStore:
     ) -> list[base.Claim]:
         return list(self.start_many(starts, started))
 
+    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
+        return [True] * len(slots)
+
     def finish(
         self, row_id: int, *, job: str, run_id: str | None = None, finished: datetime,
         outcome: str, exit_code: int | None, duration_s: float, output: Sequence[str],

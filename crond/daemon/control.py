@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from structlog.typing import FilteringBoundLogger
 
@@ -30,12 +30,13 @@ from crond.daemon.cluster import Cluster
 from crond.daemon.loop import Loop, Pending
 from crond.daemon.recorder import StoreRecorder
 from crond.run import runner
-from crond.store.base import PauseRow
+from crond.store.base import PauseRow, Store
 
 # A pause's until: an instant crond can store and show (a pause for longer than that is
 # one `until resumed`).
 _EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 _LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+T = TypeVar("T")
 STREAM_BACKLOG = 1000  # lines of a waited-for run queued for a caller that reads slowly
 
 
@@ -206,10 +207,14 @@ class Steering:
         note = args.get("note")
         by = caller.by()
         row_by = json.dumps(by, separators=(",", ":"))
+        if self.cluster is not None:  # the cluster's pauses are the database's, or none
+            rows = [PauseRow(name, now, until, note, row_by) for name in names]
+            self._cluster_write(lambda store: _each(store.set_pause, rows), "pause")
         for name in names:
             self.loop.pause(name, until)
-            row = PauseRow(name, now, until, note, row_by)
-            self.recorder.write(lambda store, row=row: store.set_pause(row))  # type: ignore[misc]
+            if self.cluster is None:  # else written above, for all of them
+                row = PauseRow(name, now, until, note, row_by)
+                self.recorder.write(lambda store, row=row: store.set_pause(row))  # type: ignore[misc]
             shown = None if until is None else iso_utc(until)
             self.log.warning("job.paused", job=name, until=shown, note=note, by=by)
             self._tell_paused(name, True)
@@ -218,10 +223,13 @@ class Steering:
 
     def _resume(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
         names = list(self.loop.pauses()) if args.get("all") else self._names(args)
+        if self.cluster is not None:
+            self._cluster_write(lambda store: _each(store.clear_pause, names), "resume")
         resumed = []
         for name in names:
             skipped = self.loop.resume(name)
-            self._clear(name)
+            if self.cluster is None:  # else cleared above, for all of them
+                self._clear(name)
             if skipped is None:  # it was not paused: nothing to say in the log
                 resumed.append({"job": name, "skipped": 0, "was_paused": False})
                 continue
@@ -237,6 +245,17 @@ class Steering:
         self._tell_paused(name, False)
 
     # --- helpers ------------------------------------------------------------------------
+
+    def _cluster_write(self, write: Callable[[Store], bool], what: str) -> None:
+        """A pause or resume of the whole cluster: written to its database first, or
+        refused (a replica that held or freed the job alone would be undone by the others,
+        or by the database, when it answers again)."""
+        if self.recorder.write(write) is None:
+            raise ControlError(
+                "refused",
+                f"the cluster's database is unavailable: a {what} applies to every replica "
+                "and is kept there; try again when it answers (crond health shows it)",
+            )
 
     def _clear(self, name: str) -> None:
         self.recorder.write(lambda store: store.clear_pause(name))
@@ -274,6 +293,13 @@ async def _next_line(
         return getter.result()
     getter.cancel()
     return None
+
+
+def _each(write: Callable[[T], None], items: Iterable[T]) -> bool:
+    """`write` each of `items` (in the store's one transaction each); True when done."""
+    for item in items:
+        write(item)
+    return True
 
 
 def _instant(value: object) -> datetime | None:

@@ -57,6 +57,8 @@ _DAEMON_ONLY = frozenset(
         "LISTEN_PID",
         "LISTEN_FDNAMES",
         "INVOCATION_ID",
+        "CROND_DATABASE_URL",  # crond's own database (and its password) is not the jobs'
+        "CROND_REPLICA",
     }
 )
 
@@ -94,10 +96,16 @@ class Daemon:
         self.clock = clock
         self.notifier = Notifier()
         self.specs: dict[str, tuple[LoadedJob, runner.RunSpec]] = {}
-        # Read once: every job's environment starts here, without what is the daemon's own.
-        self.environ = {k: v for k, v in os.environ.items() if k not in _DAEMON_ONLY}
         state_dir = locate.resolve_dir(options.state_dir, cfg.daemon.state_dir)
         url = database_url(cfg)
+        # Read once: every job's environment starts here, without what is the daemon's own
+        # (with a database, libpq's PG* variables are how crond reaches it: a job that runs
+        # as another user must not inherit its password; a job gives its own in `env:`).
+        self.environ = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in _DAEMON_ONLY and not (url is not None and k.startswith("PG"))
+        }
         replica = None if url is None else replica_name(options.replica, cfg)
         opener: Callable[[bool], Store] | None
         if url is not None and replica is not None:  # replicas share the database's state
@@ -125,6 +133,7 @@ class Daemon:
                 on_paused=self.telling.paused,
             )  # fmt: skip
             self.heartbeat.cluster = self.cluster.beat
+            self.loop.dedupe = self.recorder.told_elsewhere
         self.steering = Steering(
             log=log,
             clock=clock,

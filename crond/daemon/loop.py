@@ -17,7 +17,8 @@ Jobs neither paused nor queued cost the planner one truth test of each (empty) d
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
+import dataclasses
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -89,6 +90,10 @@ class Loop:
         # replicas it claims them too, and says which it could not claim (not started).
         self.prepare = prepare
         self.watcher = watcher
+        # With replicas: given the (job, slot)s of decisions that start nothing but are
+        # told (skipped, missed), those another replica tells of (it claimed them first).
+        self.dedupe: Callable[[list[tuple[str, datetime]]], Collection[tuple[str, datetime]]]
+        self.dedupe = _nobody
         self.schedule = Schedule()
         self._soon: list[tuple[LoadedJob, datetime, Callable[[], None] | None]] = []
         self.running: dict[str, list[RunHandle]] = {}
@@ -253,11 +258,17 @@ class Loop:
             self._refuse(job, slot, reason, now)
 
     def _refuse(self, job: LoadedJob, slot: datetime, reason: Refusal, now: datetime) -> None:
-        # "taken", "busy": another replica runs the slot, or runs the job (and, its planner
-        # seeing that run, tells of the skipped slot: one replica does).
+        # "taken": another replica runs the slot (and tells of it). "busy": another runs
+        # the job, which runs one at a time: this replica holds the slot's claim, so it
+        # tells of the skip (the other's planner, seeing its run, finds the slot claimed).
         if reason == "database":
             self._unclaimed.put(job, slot, now)
             self._wake.set()  # a new instant to wake at: the next try
+        elif reason == "busy":
+            entry = self.schedule.entries.get(job.name)
+            cursor, fire = (slot, None) if entry is None else (entry.cursor, entry.next_fire)
+            skip = Decision(job.name, cursor, fire, skip=slot, skip_reason="overlap")
+            self._tell(job, skip, claimed=True)
 
     def _retry_claims(self, now: datetime) -> None:
         """The starts the database did not answer for, tried again at their time."""
@@ -276,8 +287,12 @@ class Loop:
     def _replacing(self, decision: Decision) -> bool:
         return decision.replace and bool(self.running.get(decision.job))
 
-    def _tell(self, job: LoadedJob, decision: Decision) -> None:
-        """A decision taken outside the planner (a queued run missed): logged and told."""
+    def _tell(self, job: LoadedJob, decision: Decision, *, claimed: bool = False) -> None:
+        """A decision taken outside the planner (a queued run missed): logged and told,
+        unless another replica tells of the slot (`claimed`: this one holds its claim)."""
+        key = None if claimed else _told(decision)
+        if key is not None and key in self.dedupe([key]):
+            return
         deciding.log_decision(self.log, job, decision)
         if self.watcher is not None:
             self.watcher.decided(job, decision)
@@ -379,8 +394,12 @@ class Loop:
         refused = NONE_REFUSED
         if self.prepare is not None and (starts := self._starts(due, decisions, held)):
             refused = self._claim(starts, at)  # all of them, before any is spawned
+        told = [key for d in decisions if d.start is None and (key := _told(d)) is not None]
+        quiet = self.dedupe(told) if told else ()
         gate = deciding.gate(self.clock, at) if at > now else None
         for i, (entry, decision) in enumerate(zip(due, decisions, strict=True)):
+            if quiet and decision.start is None and _told(decision) in quiet:
+                continue  # another replica tells of it
             self._act(entry.job, decision, gate, queued=i in held, refused=refused)
         if gate is not None:
             gate()  # nothing was spawned (skipped, or could not start): still not before `at`
@@ -408,8 +427,14 @@ class Loop:
         refused: Refused = NONE_REFUSED,
     ) -> None:
         reason = refused.get((job.name, decision.start)) if refused and decision.start else None
-        if reason is not None and reason != "database":
+        if reason == "taken":
             return  # the replica that holds the claim runs it, and logs and tells all of it
+        if reason == "busy":  # this replica holds the claim; the job runs on another
+            skip = decision.start
+            decision = dataclasses.replace(
+                decision, start=None, skip=skip, skip_reason="overlap", caught_up=None
+            )
+            reason = None
         logs = decision.caught_up is not None or decision.missed or decision.skip or queued
         if gate is not None and (logs or decision.replace):
             gate()  # what follows is of the slot: not logged, nor anything stopped, before it
@@ -499,6 +524,21 @@ class Loop:
 
     def all_runs(self) -> list[RunHandle]:
         return [run for runs in self.running.values() for run in runs]
+
+
+def _nobody(_keys: list[tuple[str, datetime]]) -> Collection[tuple[str, datetime]]:
+    """One daemon: it tells of every slot it does not run."""
+    return ()
+
+
+def _told(decision: Decision) -> tuple[str, datetime] | None:
+    """The (job, slot) a decision that starts nothing tells of: its skipped slot, or the
+    last slot it missed; None if it tells of none."""
+    if decision.skip is not None:
+        return (decision.job, decision.skip)
+    if decision.missed is not None:
+        return (decision.job, decision.missed.last_slot)
+    return None
 
 
 # Why a trigger did not start, when its claim was refused (with replicas).

@@ -22,6 +22,7 @@ takes (crond/store/base.py). docs/state.md has the table of failures and what th
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -86,6 +87,10 @@ class StoreRecorder:
         self._retry_at = 0.0  # the next write tried while it is away (monotonic)
         self._backoff = _BACKOFF_FIRST
         self._unwritten: list[Callable[[Store], None]] = []  # ends of runs not yet written
+        # With replicas, the end of an attempt a retry follows, by run id: written when the
+        # next attempt starts or the run ends, so the run's row stays open while it waits
+        # (another replica does not claim an `overlap: skip` job's next slot meanwhile).
+        self._held: dict[str, Callable[[Store], None]] = {}
 
     # --- the store's health -----------------------------------------------------------
 
@@ -247,6 +252,8 @@ class StoreRecorder:
         return refused
 
     def started(self, run: Run, attempt: int) -> object:
+        if self._held:
+            self.run_ended(run.run_id)  # the attempt before, which waited for this one
         if attempt == 1 and self._prepared:
             prepared = self._prepared.pop(run.run_id, None)
             if prepared is not None:
@@ -267,7 +274,10 @@ class StoreRecorder:
             self.before_end(run, result, tail)
         if not isinstance(token, int):
             return
-        self._write_end(
+        write_end = self._write_end
+        if self.replica is not None and not run.ends_with(result):
+            write_end = functools.partial(self._held.__setitem__, run.run_id)
+        write_end(
             lambda store: store.finish(
                 token,
                 job=run.job,
@@ -280,6 +290,26 @@ class StoreRecorder:
                 keep=self.history.get(run.job),
             )
         )
+
+    def told_elsewhere(self, keys: list[tuple[str, datetime]]) -> set[tuple[str, datetime]]:
+        """Of the (job, slot)s a replica would tell of without running them (skipped,
+        missed), those another replica claimed first, and so tells of. When the database
+        does not answer, none: each replica tells what it saw."""
+        mine = [key for key in keys if key[0] not in self.each_replica]
+        if self.replica is None or not mine:
+            return set()
+        now = self.clock.now()
+        got = self.write(lambda store: store.claim_only(mine, now))
+        if got is None:
+            return set()
+        return {key for key, ours in zip(mine, got, strict=True) if not ours}
+
+    def run_ended(self, run_id: str) -> None:
+        """`run_id`'s last attempt ended (it may have been stopped while it waited for a
+        retry): the end of an attempt held back is written now."""
+        held = self._held.pop(run_id, None)
+        if held is not None:
+            self._write_end(held)
 
     def _write_end(self, write: Callable[[Store], None]) -> None:
         """A run's end: with replicas, kept to write again when the database is back."""

@@ -235,8 +235,9 @@ class Telling:
         )
         self._keep()
 
-    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:  # noqa: ARG002  (the Watcher's signature)
+    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:
         assert isinstance(result, runner.RunResult)
+        self.recorder.run_ended(run.run_id)
         if self.metrics is not None:
             now = self.clock.now().timestamp()
             self.metrics.run_finished(job.name, result.outcome.value, result.duration_s, now)

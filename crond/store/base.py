@@ -314,6 +314,12 @@ class Store(Reader, Protocol):
         `start_many`: its daemon's own planner knows its runs)."""
         ...
 
+    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
+        """Claim `(job, slot)`s that will not run (skipped, missed), in one commit: for
+        each, whether this replica got it, and so is the one to tell of it. A store of one
+        daemon gives every one."""
+        ...
+
     def finish(
         self,
         row_id: int,

@@ -120,6 +120,23 @@ class Runs(Cluster):
             self._move_cursors(cur, [(job, slot) for job, _, slot in starts])
         return ids
 
+    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
+        """Claims with no attempt (a slot skipped or missed: the one replica that gets it
+        tells of it), in the order of (job, slot) as claim_many takes its own."""
+        order = sorted(range(len(slots)), key=lambda i: slots[i])
+        got = [False] * len(slots)
+        with self._transaction() as cur:
+            for i in order:
+                job, slot = slots[i]
+                cur.execute(
+                    "INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, "
+                    "claimed) VALUES (%s, %s, %s, '', %s, '', %s) ON CONFLICT DO NOTHING "
+                    "RETURNING 1",
+                    (self.cluster, job, slot, self._replica, claimed),
+                )
+                got[i] = cur.fetchone() is not None
+        return got
+
     def finish(
         self,
         row_id: int,

@@ -35,6 +35,8 @@ __all__ = ["CLAIM_KEEP", "PostgresStore"]
 # How long a claim is kept after its slot: longer than any catch-up window a replica could
 # still act on, so a slot never loses its claim while some replica might reach it again.
 CLAIM_KEEP = timedelta(days=35)
+# How long a replica's row outlives its last heartbeat (its name is free long before).
+REPLICA_KEEP = timedelta(days=7)
 # Claims pruned at most per `checkpoint` (one short transaction, off the start path).
 _PRUNE_BATCH = 5000
 _VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_note"
@@ -136,15 +138,23 @@ class PostgresStore(Runs):
             cur.execute("SELECT version FROM crond_schema")
             row = cur.fetchone()
         if row is None or row[0] != schema_pg.SCHEMA_VERSION:
+            found = "gone" if row is None else f"now version {row[0]}"
             raise StateError(
-                f"{self.location}: the schema changed under the daemon ({row})", corrupt=True
+                f"{self.location}: the tables changed under the daemon ({found}, this crond "
+                f"uses version {schema_pg.SCHEMA_VERSION})",
+                corrupt=True,
             )
 
     def checkpoint(self) -> None:
         """Claims older than `claim_keep` pruned, a batch at a time; kill requests older
-        than an hour."""
+        than an hour; replicas silent for a week (each pod of a Deployment ever started
+        leaves one; their runs were closed as lost by the others long before)."""
         before = datetime.now(UTC) - self.claim_keep
         with self._transaction() as cur:
+            cur.execute(
+                "DELETE FROM crond_replicas WHERE cluster = %s AND last_beat < %s",
+                (self.cluster, datetime.now(UTC) - REPLICA_KEEP),
+            )
             cur.execute(
                 "DELETE FROM crond_claims WHERE ctid = ANY(ARRAY(SELECT ctid FROM crond_claims "
                 "WHERE cluster = %s AND slot < %s LIMIT %s))",

@@ -169,6 +169,10 @@ class Store(Reads):
             raise ValueError("claim_many: one copy a start")
         return list(self.start_many(starts, started))
 
+    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:  # noqa: ARG002  (the Protocol's)
+        """One daemon a store: every slot is its own to tell of."""
+        return [True] * len(slots)
+
     def finish(
         self,
         row_id: int,
