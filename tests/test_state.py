@@ -795,6 +795,7 @@ class _MemoryStore:
         *,
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),
+        replacing: Collection[str] = (),
     ) -> list[base.Claim]:
         return list(self.start_many(starts, started))
 

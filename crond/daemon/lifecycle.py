@@ -163,6 +163,9 @@ class Daemon:
         self.recorder.one_at_a_time = frozenset(
             job.name for job in jobs if job.settings.overlap is Overlap.SKIP
         )
+        self.recorder.replacing = frozenset(
+            job.name for job in jobs if job.settings.overlap is Overlap.REPLACE
+        )
         if self.cluster is not None:
             self.cluster.configure(cfg, self.digest)
 

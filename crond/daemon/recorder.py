@@ -83,6 +83,9 @@ class StoreRecorder:
         # Jobs that run one at a time (`overlap: skip`): with replicas, not claimed while
         # a run of the job goes on another replica.
         self.one_at_a_time: frozenset[str] = frozenset()
+        # Jobs whose new run stops the old (`overlap: replace`): with replicas, the other
+        # replicas' runs of the job too.
+        self.replacing: frozenset[str] = frozenset()
         self._down_since: float | None = None  # the database away since (monotonic)
         self._retry_at = 0.0  # the next write tried while it is away (monotonic)
         self._backoff = _BACKOFF_FIRST
@@ -238,7 +241,9 @@ class StoreRecorder:
         each = self.each_replica
         copies = [self.replica if s.job in each else "" for s in starts]
         claims = self.write(
-            lambda store: store.claim_many(starts, at, copies=copies, exclusive=self.one_at_a_time),
+            lambda store: store.claim_many(
+                starts, at, copies=copies, exclusive=self.one_at_a_time, replacing=self.replacing
+            ),
             force=True,
         )
         if claims is None:

@@ -303,6 +303,7 @@ class Store(Reader, Protocol):
         *,
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),
+        replacing: Collection[str] = (),
     ) -> list[Claim]:
         """`start_many` with a claim of each start's `(job, slot, copy)` (`copies`, in the
         starts' order; None: "" for each), in one commit that also moves every start's
@@ -310,8 +311,10 @@ class Store(Reader, Protocol):
         nothing is recorded for it, and it must not run; or BUSY for a job of `exclusive`
         (`overlap: skip`) claimed with copy "" while an attempt of it is unfinished on any
         replica: the claim is kept (the slot is dealt with: skipped, by this replica) and
-        nothing else recorded. A store of one daemon wins every claim (SQLite's is
-        `start_many`: its daemon's own planner knows its runs)."""
+        nothing else recorded. A job of `replacing` (`overlap: replace`) claimed with copy
+        "" asks the other replicas to stop its runs (kill requests). A store of one daemon
+        wins every claim (SQLite's is `start_many`: its daemon's own planner knows its
+        runs)."""
         ...
 
     def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:

@@ -36,6 +36,13 @@ WITH claim AS (
 )
 SELECT EXISTS (SELECT 1 FROM claim), (SELECT busy FROM busy), (SELECT id FROM attempt)
 """
+# `overlap: replace` across replicas: the job's runs going on the others are asked to stop
+# (as `crond kill` asks; each stops its own within about two seconds).
+_REPLACE = """
+INSERT INTO crond_kills (cluster, target, who, replica, requested)
+SELECT cluster, run_id, %s, %s, %s FROM crond_attempts
+WHERE cluster = %s AND job = %s AND finished IS NULL AND replica <> %s
+"""
 _SUMMARY_STARTED = """
 INSERT INTO crond_summary (cluster, job, last_id, run_id, slot, attempt, started, replica)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
@@ -93,6 +100,7 @@ class Runs(Cluster):
         *,
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),
+        replacing: Collection[str] = (),
     ) -> list[Claim]:
         """Claims taken in the order of (job, slot, copy), whatever the starts' order, and
         the summaries and cursors after them in the order of jobs: replicas that race
@@ -113,10 +121,14 @@ class Runs(Cluster):
                 })  # fmt: skip
                 claimed, busy, row_id = cur.fetchone()  # type: ignore[misc]
                 ids[i] = int(row_id) if row_id is not None else BUSY if claimed and busy else None
-            won = sorted((starts[i], ids[i]) for i in order if isinstance(ids[i], int))
-            for (job, run_id, slot), row_id in won:
+            won = sorted((starts[i], ids[i], copies[i]) for i in order if isinstance(ids[i], int))
+            for (job, run_id, slot), row_id, copy in won:
                 cur.execute(_SUMMARY_STARTED, (self.cluster, job, row_id, run_id,
                     iso_utc(slot), 1, iso_utc(started), self._replica))  # fmt: skip
+                if job in replacing and not copy:
+                    who = json.dumps({"overlap": "replace", "run_id": run_id})
+                    cur.execute(_REPLACE, (who, self._replica, started, self.cluster, job,
+                                           self._replica))  # fmt: skip
             self._move_cursors(cur, [(job, slot) for job, _, slot in starts])
         return ids
 

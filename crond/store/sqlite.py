@@ -162,6 +162,7 @@ class Store(Reads):
         *,
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),  # noqa: ARG002  (the Protocol's: nothing is busy)
+        replacing: Collection[str] = (),  # noqa: ARG002  (its daemon's runs are all its own)
     ) -> list[Claim]:
         """`start_many`: one daemon a store (it is locked), so no claim is ever lost (and
         its daemon's planner knows its runs: none is BUSY here)."""

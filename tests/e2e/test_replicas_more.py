@@ -9,6 +9,7 @@ without crond's database settings.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import signal
@@ -139,6 +140,34 @@ def test_a_skip_job_waiting_for_its_retry_holds_the_job_on_every_replica(
     skipped = [(e["job"], e["slot"]) for e in events(group, "job.skipped")]
     assert skipped, "the slots during the retry wait were not told as skipped"
     assert len(skipped) == len(set(skipped)), f"a skip told twice: {skipped}"
+
+
+def test_replace_stops_the_runs_of_the_job_on_the_other_replicas(
+    tmp_path: Path, group: list[Replica], pg_url: str
+) -> None:
+    job = 'long: {every: 3s, overlap: replace, kill_after: 1s, command: "sleep 600"}'
+    f = schedules(tmp_path / "s.yaml", pg_url, job)
+    for name in ("r1", "r2"):
+        start_replica(group, f, name, tmp_path)
+    for replica in group:
+        replica.daemon.wait_for("daemon.started", timeout=START)
+    eventually(lambda: len(attempts(pg_url, job="long")) >= 4, 20, "4 runs")
+    rows = sorted(attempts(pg_url, job="long"), key=lambda r: r.started)
+    assert len({r.replica for r in rows}) == 2, "the runs did not go to both replicas"
+    for old, new in itertools.pairwise(rows):
+        if old.replica == new.replica:
+            continue  # stopped by its own replica's planner, as on one daemon
+        # another replica's new run asked this one to stop: within a poll and the kill
+        run_id = old.run_id
+        eventually(functools.partial(_finished, pg_url, run_id), 5, f"{run_id} ended")
+        ended = next(r for r in attempts(pg_url, job="long") if r.run_id == run_id)
+        assert ended.outcome == "killed", ended
+        assert ended.finished is not None
+        assert ended.finished - new.started < 3 * SECOND, (old, ended, new)
+
+
+def _finished(url: str, run_id: str) -> bool:
+    return any(r.finished is not None for r in attempts(url) if r.run_id == run_id)
 
 
 def test_a_replica_at_its_max_running_tells_nothing_of_slots_another_ran(
