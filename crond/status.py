@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from crond import ownership
 from crond.clock import iso_utc
 from crond.config.wording import escape
-from crond.store import locate
+from crond.store import files, locate
 from crond.store.base import (
     AttemptRow,
     ClusterReader,
@@ -124,7 +124,7 @@ def alive_of(reader: Reader, replica_timeout: timedelta = _REPLICA_TIMEOUT) -> b
         return cluster_alive(reader, replica_timeout)
     info = reader.get_meta("daemon")
     try:
-        return daemon_alive(json.loads(info) if info else None, locate.boot_id())
+        return daemon_alive(json.loads(info) if info else None, files.boot_id())
     except ValueError:
         return False
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from crond import status
 from crond.cli import main
 from crond.clock import iso_utc
-from crond.store import base, locate
+from crond.store import base, files
 from crond.store import sqlite as state
 
 T0 = datetime(2026, 12, 2, 16, 0, 0, 123000, tzinfo=UTC)
@@ -215,7 +215,7 @@ def test_status_of_a_running_daemon_reads_its_pauses_too(tmp_path: Path) -> None
         hashlib.sha256(f.read_bytes()).hexdigest(),
     )  # fmt: skip
     # This process plays the daemon: alive, on this boot.
-    store.set_meta("daemon", json.dumps({"pid": os.getpid(), "boot_id": locate.boot_id()}))
+    store.set_meta("daemon", json.dumps({"pid": os.getpid(), "boot_id": files.boot_id()}))
     try:
         quick = status.quick(f, str(tmp_path / "state"), now, as_json=True)
         assert quick is not None  # answered from the view

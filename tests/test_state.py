@@ -24,7 +24,7 @@ from crond.config import loader
 from crond.config.loaded import LoadedJob
 from crond.daemon.recorder import StoreRecorder
 from crond.run import runner
-from crond.store import base, locate, schema
+from crond.store import base, files, locate, schema
 from crond.store import sqlite as state
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -143,7 +143,7 @@ def test_default_dir(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_boot_id_is_read_from_the_kernel() -> None:
-    bid = locate.boot_id()
+    bid = files.boot_id()
     assert bid is None or len(bid) == 36
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from crond.store import base, locate, schema_pg
+from crond.store import base, files, schema_pg
 from crond.store.postgres import PostgresStore
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -151,7 +151,7 @@ def test_beat_returns_the_databases_clock_and_replicas_list_them(pg_url: str) ->
     assert (second.last_beat, second.config_digest, second.pid) == (
         T0 + timedelta(seconds=1), "d" * 64, os.getpid(),
     )  # fmt: skip
-    assert (second.host, second.boot_id) == (socket.gethostname(), locate.boot_id())
+    assert (second.host, second.boot_id) == (socket.gethostname(), files.boot_id())
     assert rows[0].config_digest is None
     for store in (a, b):
         store.close()

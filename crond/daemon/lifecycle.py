@@ -42,7 +42,7 @@ from crond.daemon.recorder import StoreRecorder
 from crond.daemon.systemd import Notifier
 from crond.daemon.telling import Telling
 from crond.run import runner
-from crond.store import locate
+from crond.store import files, locate
 from crond.store.base import ReplicaTaken, Start, Store, ViewRow, view_row
 from crond.when.plan import Entry
 from crond.when.zones import tzdata_version
@@ -221,7 +221,7 @@ class Daemon:
 
     def _start_reboot_jobs(self) -> None:
         """`@reboot` jobs: once per host boot (the recorder remembers which boot)."""
-        now, boot = self.clock.now(), locate.boot_id()
+        now, boot = self.clock.now(), files.boot_id()
         for job in self.cfg.jobs.values():
             due = job.reboot and job.settings.enabled
             if due and not self.recorder.ran_in_boot(job.name, boot):

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, TypeVar
 from crond.clock import Clock, iso_utc
 from crond.daemon.claims import NONE_REFUSED, Refusal, Refused
 from crond.store.base import AttemptRow, ReplicaTaken, Start, StateError, Store, ViewRow
-from crond.store.locate import boot_id
+from crond.store.files import boot_id
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger

@@ -1,5 +1,5 @@
 """The SQLite store's files on disk: the directory's safety check, the daemon's lock, and a
-damaged file moved aside.
+damaged file moved aside; and the host's boot id, which both stores key `@reboot` by.
 
 One daemon a store: it holds an exclusive flock on `crond.lock` (with its pid in it) while
 it runs, so a second daemon pointed at the same directory runs without a store instead of
@@ -76,3 +76,12 @@ def move_aside(path: Path) -> Path:
         with contextlib.suppress(OSError):
             Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
     return aside
+
+
+def boot_id() -> str | None:
+    """The kernel's id of this boot (changes at every boot), for `@reboot` and for telling
+    whether a daemon that wrote a store still runs."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None

@@ -100,14 +100,6 @@ def open_cluster_reader(url: str, cluster: str) -> Reader:
     return PostgresStore.reader(url, cluster=cluster)
 
 
-def boot_id() -> str | None:
-    """The kernel's id of this boot (changes at every boot), for `@reboot`."""
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
-    except OSError:
-        return None
-
-
 def daemon_hint(raw: bytes, keys: frozenset[str]) -> dict[str, str | None] | None:
     """The values of `keys` in a schedules file's top-level `daemon:` block, read alone
     (its lines up to the next top-level key) without loading the whole file: `crond

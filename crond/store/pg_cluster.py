@@ -24,7 +24,7 @@ import psycopg
 
 from crond import __version__
 from crond.store.base import AttemptRow, KillRow, Poll, ReplicaTaken
-from crond.store.locate import boot_id
+from crond.store.files import boot_id
 from crond.store.pg_conn import PAUSES, attempt_of, pause_of, text, utc
 from crond.store.pg_read import Reads
 
