@@ -20,7 +20,8 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from crond.config.loaded import LoadedJob
-from crond.when.plan import Decision, Missed, Schedule
+from crond.daemon.decisions import missed_one
+from crond.when.plan import Decision, Schedule
 
 # Why a start was not claimed (the daemon's `prepare` says, per (job, slot)): another replica
 # holds the claim (it runs the slot); a run of the job goes on another replica and the job
@@ -107,7 +108,4 @@ class Unclaimed:
         self._items.pop(name, None)
 
     def _missed(self, item: _Waiting) -> None:
-        entry = self.schedule.entries.get(item.job.name)
-        cursor, fire = (item.slot, None) if entry is None else (entry.cursor, entry.next_fire)
-        missed = Missed(1, item.slot, item.slot, reason="database")
-        self.tell(item.job, Decision(item.job.name, cursor, fire, missed=missed))
+        self.tell(item.job, missed_one(self.schedule, item.job.name, item.slot, "database"))

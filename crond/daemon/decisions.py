@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from structlog.typing import FilteringBoundLogger
 
@@ -16,7 +17,7 @@ from crond.config.loaded import LoadedJob
 from crond.config.model import Catchup
 from crond.daemon.pauses import Pauses
 from crond.daemon.runs import Gate, RunHandle
-from crond.when.plan import Decision, Entry, Schedule, plan_entry
+from crond.when.plan import Decision, Entry, Missed, Schedule, plan_entry
 
 _SECOND = timedelta(seconds=1)
 
@@ -97,3 +98,16 @@ def gate(clock: Clock, at: datetime) -> Gate:
             clock.block_until(at)
 
     return gate
+
+
+def one_slot(schedule: Schedule, name: str, slot: datetime, **what: Any) -> Decision:
+    """A decision about one slot of `name` taken outside the planner (a queued start
+    missed, a claim refused): the job's cursor and next fire as the schedule has them."""
+    entry = schedule.entries.get(name)
+    cursor, fire = (slot, None) if entry is None else (entry.cursor, entry.next_fire)
+    return Decision(name, cursor, fire, **what)
+
+
+def missed_one(schedule: Schedule, name: str, slot: datetime, reason: str) -> Decision:
+    """One slot of `name` missed, for `reason`."""
+    return one_slot(schedule, name, slot, missed=Missed(1, slot, slot, reason=reason))

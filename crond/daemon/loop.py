@@ -265,9 +265,9 @@ class Loop:
             self._unclaimed.put(job, slot, now)
             self._wake.set()  # a new instant to wake at: the next try
         elif reason == "busy":
-            entry = self.schedule.entries.get(job.name)
-            cursor, fire = (slot, None) if entry is None else (entry.cursor, entry.next_fire)
-            skip = Decision(job.name, cursor, fire, skip=slot, skip_reason="overlap")
+            skip = deciding.one_slot(
+                self.schedule, job.name, slot, skip=slot, skip_reason="overlap"
+            )
             self._tell(job, skip, claimed=True)
 
     def _retry_claims(self, now: datetime) -> None:

@@ -30,8 +30,9 @@ from structlog.typing import FilteringBoundLogger
 
 from crond.clock import iso_utc
 from crond.config.loaded import LoadedJob
+from crond.daemon.decisions import missed_one
 from crond.daemon.pauses import Pauses
-from crond.when.plan import Decision, Missed, Schedule
+from crond.when.plan import Decision, Schedule
 
 # A queued run whose grace ends at t is missed after t: the loop wakes this much after t,
 # never at t itself (it would find nothing to do, and wake at t again).
@@ -153,7 +154,4 @@ class RunQueue:
         self._ends = min((item.deadline for item in self._items), default=None)
 
     def _missed(self, item: _Queued) -> None:
-        entry = self.schedule.entries.get(item.job.name)
-        cursor, fire = (item.slot, None) if entry is None else (entry.cursor, entry.next_fire)
-        missed = Missed(1, item.slot, item.slot, reason="queue")
-        self.tell(item.job, Decision(item.job.name, cursor, fire, missed=missed))
+        self.tell(item.job, missed_one(self.schedule, item.job.name, item.slot, "queue"))

@@ -13,12 +13,10 @@ the only sleeps hold a state for the scenario (the database down ~5 s, a pause w
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from tests.e2e.harness import eventually, pid_alive, run_cli
 from tests.e2e.replicas import (
@@ -29,7 +27,6 @@ from tests.e2e.replicas import (
     events,
     gaps,
     now,
-    reap,
     schedules,
     slot_after,
     start_replica,
@@ -40,22 +37,6 @@ from tests.pg import server as pg
 SECOND = timedelta(seconds=1)
 # How long a replica may take to start and log daemon.started (a cold start under load).
 START = 20.0
-
-
-@pytest.fixture
-def group() -> Iterator[list[Replica]]:
-    """The replicas a test starts; at its end each is killed, and every run it started."""
-    started: list[Replica] = []
-    yield started
-    reap(started)
-
-
-@pytest.fixture
-def own_pg(pg_server: pg.Server) -> Iterator[pg.Server]:
-    """A private PostgreSQL of the test's own, which it may halt and restart (pg_server
-    first: this runs only where the session's server could start)."""
-    with pg.start() as server:
-        yield server
 
 
 def start_all(group: list[Replica], file: Path, names: list[str], base: Path) -> datetime:

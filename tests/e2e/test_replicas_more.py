@@ -15,11 +15,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
-
-import pytest
 
 from tests.e2e.harness import eventually, run_cli
 from tests.e2e.replicas import (
@@ -28,7 +25,6 @@ from tests.e2e.replicas import (
     doubled,
     events,
     now,
-    reap,
     schedules,
     start_replica,
 )
@@ -36,19 +32,6 @@ from tests.pg import server as pg
 
 SECOND = timedelta(seconds=1)
 START = 20.0
-
-
-@pytest.fixture
-def group() -> Iterator[list[Replica]]:
-    started: list[Replica] = []
-    yield started
-    reap(started)
-
-
-@pytest.fixture
-def own_pg(pg_server: pg.Server) -> Iterator[pg.Server]:
-    with pg.start() as server:
-        yield server
 
 
 def test_a_replica_started_while_the_database_is_down_waits_for_it(
