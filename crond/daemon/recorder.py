@@ -282,12 +282,13 @@ class StoreRecorder:
         write_end = self._write_end
         if self.replica is not None and not run.ends_with(result):
             write_end = functools.partial(self._held.__setitem__, run.run_id)
+        now = self.clock.now()  # not when it is written: that may be later (held, away)
         write_end(
             lambda store: store.finish(
                 token,
                 job=run.job,
                 run_id=run.run_id,
-                finished=self.clock.now(),
+                finished=now,
                 outcome=result.outcome.value,
                 exit_code=result.exit_code,
                 duration_s=result.duration_s,
