@@ -177,3 +177,22 @@ async def test_a_queued_start_claims_when_its_place_frees_and_not_before() -> No
         h.runs[0].done.set()
         await h.settle()
         assert [r.job for r in h.runs] == ["a"]
+
+
+async def test_a_jobs_own_max_running_claims_nothing_so_another_replica_may_run_it() -> None:
+    text = "jobs:\n  a: {every: 1m, overlap: allow, max_running: 1, command: x}\n"
+    async with harness(text, finish_at_once=False) as h:
+        db = Database()
+        h.loop.prepare = db.prepare
+        asked: list[tuple[str, datetime]] = []
+
+        def dedupe(keys: list[tuple[str, datetime]]) -> set[tuple[str, datetime]]:
+            asked.extend(keys)
+            return set()
+
+        h.loop.dedupe = dedupe
+        await h.run_until(SLOT + MINUTE + timedelta(seconds=1))
+        assert h.starts() == [SLOT]  # its run goes on: the next slot is passed over here
+        assert [kw["reason"] for kw in h.events.named("job.skipped")] == ["max_running"]
+        assert asked == []  # and not claimed: a replica with room may claim and run it
+        assert ("a", SLOT + MINUTE) not in db.claims

@@ -254,7 +254,8 @@ class Steering:
             raise ControlError(
                 "refused",
                 f"the cluster's database is unavailable: a {what} applies to every replica "
-                "and is kept there; try again when it answers (crond health shows it)",
+                "and is kept there; try again when it answers (the liveness file's database key "
+                "says when)",
             )
 
     def _clear(self, name: str) -> None:

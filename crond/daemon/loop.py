@@ -535,7 +535,9 @@ def _told(decision: Decision) -> tuple[str, datetime] | None:
     """The (job, slot) a decision that starts nothing tells of: its skipped slot, or the
     last slot it missed; None if it tells of none."""
     if decision.skip is not None:
-        return (decision.job, decision.skip)
+        # A job's own max_running is each replica's: a replica at it claims nothing, so
+        # one with room may still run the slot (this one says what it saw).
+        return None if decision.skip_reason == "max_running" else (decision.job, decision.skip)
     if decision.missed is not None:
         return (decision.job, decision.missed.last_slot)
     return None

@@ -37,6 +37,14 @@ def argv_of(target: str | tuple[str, ...]) -> tuple[str, ...]:
     return ("/bin/sh", "-c", target) if isinstance(target, str) else tuple(target)
 
 
+# crond's own database settings are not a notifier's (docs/replicas.md).
+_NOT_PASSED = frozenset({"CROND_DATABASE_URL", "CROND_REPLICA"})
+
+
+def _environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _NOT_PASSED}
+
+
 async def run_command(
     target: str | tuple[str, ...], stdin: bytes, extra_env: Mapping[str, str], timeout: float
 ) -> None:
@@ -50,7 +58,7 @@ async def run_command(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            env={**os.environ, **extra_env},
+            env={**_environ(), **extra_env},
         )
     except (OSError, ValueError) as exc:  # not found, not executable, a NUL in an argument
         raise SendError(f"cannot start: {type(exc).__name__}") from None

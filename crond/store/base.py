@@ -8,10 +8,11 @@ view of the jobs for status, and the pauses operators set (`crond pause`). Only 
 values cross: names, instants, numbers, text — no runner or config objects — so an
 implementation knows nothing of the rest of crond.
 
-`crond.store.sqlite` is the daemon's (one SQLite file in the state directory), opened by
+`crond.store.sqlite` is one daemon's (one SQLite file in the state directory), opened by
 `crond.store.locate`. `crond.store.postgres` is several replicas' sharing one PostgreSQL
-database (`locate` opens it for reading only, yet): `Replicated` adds their heartbeats,
-kill requests and claims (`Store.claim_many`: one replica wins a slot's). docs/state.md.
+database (the daemon opens it with `daemon.database`; `locate` for reading): `Replicated`
+adds their heartbeats, kill requests and claims (`Store.claim_many`: one replica wins a
+slot's). docs/state.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Where the state store is, and opening the one there: for the daemon (to write) and for
-`crond status`/`history` (to read). The implementation is chosen here, and only here:
-SQLite (crond/store/sqlite.py) in a state directory; for reading, a cluster's PostgreSQL
+`crond status`/`history` (to read): SQLite (crond/store/sqlite.py) in a state directory;
+for reading, a cluster's PostgreSQL
 database (crond/store/postgres.py) when the file has `daemon.database` or
 CROND_DATABASE_URL is set. psycopg is imported only then, and its absence is said in a
 line (`pip install 'crond[postgres]'`), never a traceback.
 
-Also the host's boot id, which the store is keyed by for `@reboot` and for telling whether
-the daemon that wrote it still runs. docs/state.md has where the store lives.
+A replica opens its cluster's database itself (crond/daemon/lifecycle.py, with
+`daemon.database`). docs/state.md has where the store lives.
 """
 
 from __future__ import annotations

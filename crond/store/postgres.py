@@ -13,8 +13,9 @@ failover. Transactions are short, autocommit is off, and every one sets its own
 and its errors (`pg_conn`: no message holds the URL's password, user or database), the
 reads (`pg_read`), the cluster (`pg_cluster`: a replica's name, heartbeats, dead
 replicas, kill requests), the runs (`pg_write`); here, opening it (as a replica, or as a
-reader that writes nothing), the schema, and the rest of the writes. Only
-`crond.store.locate` chooses it, for reading; docs/state.md describes the tables, the
+reader that writes nothing), the schema, and the rest of the writes. A replica opens it
+with `daemon.database` (crond/daemon/lifecycle.py), `crond.store.locate` for reading;
+docs/state.md describes the tables, the
 claim and the replicas' rules. The schema is crond/store/schema_pg.py. psycopg (the
 `crond[postgres]` extra) is imported by these modules only.
 """
