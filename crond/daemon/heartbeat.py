@@ -23,6 +23,7 @@ from crond.daemon import liveness
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.systemd import Notifier
+from crond.store.base import ReplicaTaken
 
 if TYPE_CHECKING:
     from crond.config.loaded import LoadedConfig
@@ -45,6 +46,8 @@ class Heartbeat:
         self.notifier = notifier
         self.log = log
         self.on_reopen = on_reopen
+        # A replica whose database answered only now, to say its name is a live one's.
+        self.on_taken: Callable[[ReplicaTaken], None] = _raise
         self.period = timedelta(seconds=10)
         self.path: Path | None = None  # the liveness file; None: none is written
         self.jobs = 0
@@ -76,7 +79,12 @@ class Heartbeat:
         self.notifier.ping()
         if self.recorder.wants_open():
             # At most once a heartbeat: this is called once a heartbeat.
-            if self.recorder.open() and self.loop.schedule.entries:
+            try:
+                opened = self.recorder.open()
+            except ReplicaTaken as exc:  # first reached now, its name held by a live one
+                self.on_taken(exc)
+                opened = False
+            if opened and self.loop.schedule.entries:
                 self.on_reopen()
         else:
             self.recorder.check()
@@ -125,3 +133,7 @@ class Heartbeat:
             if self._failed:
                 self.log.info("liveness.write_recovered", path=str(self.path))
                 self._failed = False
+
+
+def _raise(exc: ReplicaTaken) -> None:
+    raise exc

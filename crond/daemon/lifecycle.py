@@ -122,6 +122,8 @@ class Daemon:
             prepare=self._prepare,
         )
         self.heartbeat = Heartbeat(self.loop, self.recorder, self.notifier, log, self._publish)
+        self.heartbeat.on_taken = self._taken
+        self._status = 0  # crond run's exit status after a stop
         self.telling = Telling(
             log=log, clock=clock, loop=self.loop, recorder=self.recorder, heartbeat=self.heartbeat
         )
@@ -228,6 +230,14 @@ class Daemon:
                 mark = functools.partial(self.recorder.mark_boot, job.name, boot)
                 self.loop.start_soon(job, now, before=mark)
 
+    def _taken(self, exc: ReplicaTaken) -> None:
+        """A live replica has this one's name (found at start, or when the database first
+        answered): this one stops, with exit status 1."""
+        print(f"crond: {exc}", file=sys.stderr)
+        self.log.error("cluster.replica_taken", error=str(exc))
+        self._status = 1
+        self.loop.stop()
+
     # --- signals ----------------------------------------------------------------------
 
     def _on_hup(self) -> None:
@@ -301,8 +311,7 @@ class Daemon:
                 try:
                     self.recorder.open()
                 except ReplicaTaken as exc:  # a live replica has this one's name
-                    print(f"crond: {exc}", file=sys.stderr)
-                    self.log.error("cluster.replica_taken", error=str(exc))
+                    self._taken(exc)
                     return 1
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
                     self.loop.load(self.cfg.jobs, resume=self.recorder.cursors())
@@ -336,7 +345,7 @@ class Daemon:
             self.recorder.close()
         self.heartbeat.write_liveness(self.clock.now(), stopped=True)
         self.log.info("daemon.stopped")
-        return 0
+        return self._status
 
 
 def _owned_pids() -> frozenset[int]:

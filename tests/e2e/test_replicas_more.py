@@ -37,11 +37,16 @@ START = 20.0
 def test_a_replica_started_while_the_database_is_down_waits_for_it(
     tmp_path: Path, group: list[Replica], own_pg: pg.Server
 ) -> None:
+    """...and one that finds then that a live replica has its name stops (exit 1)."""
     url = own_pg.url()
     f = schedules(tmp_path / "s.yaml", url, 'tick: {every: 1s, command: "true"}')
+    r0 = start_replica(group, f, "r0", tmp_path)
+    r0.daemon.wait_for("state.opened", timeout=START)
     assert own_pg.halt() == 0
     r1 = start_replica(group, f, "r1", tmp_path)
     r1.daemon.wait_for("daemon.started", timeout=START)
+    twin = start_replica(group, f, "r0", tmp_path / "twin")  # r0's name, r0 alive
+    twin.daemon.wait_for("daemon.started", timeout=START)
     r1.daemon.wait_for("database.unavailable", timeout=5)
     eventually(
         lambda: (r1.liveness_json() or {}).get("database") == "unavailable", 5, "unavailable"
@@ -57,6 +62,9 @@ def test_a_replica_started_while_the_database_is_down_waits_for_it(
     rows = attempts(url, job="tick")
     assert rows
     assert doubled(rows) == {}
+    twin.daemon.wait_for("cluster.replica_taken", timeout=10)
+    assert twin.daemon.exited() == 1
+    assert r0.daemon.proc.poll() is None
 
 
 def test_reboot_jobs_run_once_per_replica_and_catch_up_once_for_the_cluster(
