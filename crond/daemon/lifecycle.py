@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import importlib.util
 import os
 import resource
 import signal
@@ -370,11 +369,6 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
         for said in given:
             print(f"crond: {said}", file=sys.stderr)
         log.error("config.load_failed", errors=given)
-        return 1
-    if database_url(cfg) is not None and importlib.util.find_spec("psycopg") is None:
-        missing = "crond: a database is set (daemon.database or CROND_DATABASE_URL) but psycopg"
-        print(f"{missing} is not installed: pip install 'crond[postgres]'", file=sys.stderr)
-        log.error("config.load_failed", errors=[f"{missing} is not installed"])
         return 1
     state_dir = locate.resolve_dir(options.state_dir, cfg.daemon.state_dir)
     refusal = ownership.directory_problem(state_dir) if state_dir is not None else None

@@ -319,20 +319,8 @@ class StoreRecorder:
 
     def _write_end(self, write: Callable[[Store], None]) -> None:
         """A run's end: with replicas, kept to write again when the database is back."""
-        if self.replica is None:
-            self.write(write)
-            return
-        if self.store is not None and (
-            self._down_since is None or self.clock.monotonic() >= self._retry_at
-        ):
-            try:
-                write(self.store)
-            except StateError as exc:
-                self.failed(exc)
-            else:
-                self._recovered()
-                return
-        if len(self._unwritten) < _UNWRITTEN:
+        written = self.write(functools.partial(_done, write))
+        if written is None and self.replica is not None and len(self._unwritten) < _UNWRITTEN:
             self._unwritten.append(write)
 
     # --- what the daemon keeps besides runs -------------------------------------------
@@ -370,3 +358,9 @@ class StoreRecorder:
         (slots missed or skipped: a restart must not take them for downtime)."""
         if moved or cursors:
             self.write(lambda store: store.update_view(moved, cursors))
+
+
+def _done(write: Callable[[Store], None], store: Store) -> bool:
+    """`write`, and True: `StoreRecorder.write` answers None only when it did not happen."""
+    write(store)
+    return True
