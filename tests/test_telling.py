@@ -15,6 +15,7 @@ from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.systemd import Notifier
 from crond.daemon.telling import Telling
+from tests.test_loop import FakeEffects
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -22,7 +23,9 @@ T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 def make() -> tuple[FakeClock, Heartbeat, Telling]:
     clock = FakeClock(T0)
     log = structlog.get_logger()
-    loop = Loop(clock=clock, log=log, launch=None, heartbeat=timedelta(seconds=10))  # type: ignore[arg-type]
+    loop = Loop(
+        clock=clock, log=log, effects=FakeEffects(clock, []), heartbeat=timedelta(seconds=10)
+    )
     recorder = StoreRecorder(None, log, clock)
     heartbeat = Heartbeat(loop, recorder, Notifier({}), log, lambda: None)
     telling = Telling(log=log, clock=clock, loop=loop, recorder=recorder, heartbeat=heartbeat)

@@ -61,7 +61,6 @@ class Steering:
         # Told (job, paused) whenever a pause begins or ends (the metrics' crond_job_paused).
         self.on_paused = on_paused
         self._server: ControlServer | None = None
-        loop.on_resumed = self._ran_out
 
     async def start(self, path: Path | None) -> None:
         """Listen at `path` (None: `control_socket: none`). A socket that cannot be made is
@@ -119,7 +118,7 @@ class Steering:
 
     def _ps(self) -> list[dict[str, Any]]:
         """The runs going: this daemon's, and with replicas every other replica's too."""
-        rows = [self._run_row(run) for run in self.loop.all_runs()]
+        rows = [self._run_row(run) for run in self.loop.going.all()]
         if self.cluster is None:
             return rows
         for row in rows:
@@ -183,7 +182,11 @@ class Steering:
 
     def _kill(self, target: str, caller: Caller) -> dict[str, Any]:
         runs = self.loop.kill(target)
-        if not runs and target not in self.loop.schedule.entries and not _looks_like_run_id(target):
+        if (
+            not runs
+            and target not in self.loop.core.schedule.entries
+            and not _looks_like_run_id(target)
+        ):
             self._known([target])
         stopped: list[dict[str, Any]] = []
         for run in runs:
@@ -222,7 +225,7 @@ class Steering:
         return {"jobs": names, "until": None if until is None else iso_utc(until), "stored": stored}
 
     def _resume(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        names = list(self.loop.pauses()) if args.get("all") else self._names(args)
+        names = list(self.loop.core.pauses.listing()) if args.get("all") else self._names(args)
         if self.cluster is not None:
             self._cluster_write(lambda store: _each(store.clear_pause, names), "resume")
         resumed = []
@@ -238,8 +241,8 @@ class Steering:
             resumed.append({"job": name, "skipped": skipped})
         return {"resumed": resumed}
 
-    def _ran_out(self, name: str, skipped: int) -> None:
-        """A pause's `until` came (the loop's on_resumed)."""
+    def ran_out(self, name: str, skipped: int) -> None:
+        """A pause's `until` came (the loop's `Effects.resumed`, through the daemon)."""
         self._clear(name)
         self.log.info("job.resumed", job=name, by=None, skipped=skipped)
         self._tell_paused(name, False)
@@ -267,14 +270,14 @@ class Steering:
 
     def _names(self, args: dict[str, Any]) -> list[str]:
         if args.get("all"):
-            return list(self.loop.schedule.entries)
+            return list(self.loop.core.schedule.entries)
         names = [str(name) for name in args.get("jobs") or []]
         self._known(names)
         return names
 
     def _known(self, names: Iterable[str]) -> None:
         """Every name a job of the file, or not_found with the closest names."""
-        jobs = self.loop.schedule.entries
+        jobs = self.loop.core.schedule.entries
         for name in names:
             if name not in jobs:
                 close = problems.close_matches(name, _candidates(name, jobs), cutoff=0.6)

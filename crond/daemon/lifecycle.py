@@ -17,7 +17,7 @@ import os
 import resource
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -32,18 +32,18 @@ from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.config.model import Overlap, Replicas
 from crond.control.server import socket_path
 from crond.daemon import reaper
-from crond.daemon.claims import Refused
 from crond.daemon.cluster import Cluster, database_url, given_problems, replica_name
 from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
-from crond.daemon.loop import Gate, Loop
+from crond.daemon.loop import Gate, Loop, RunHandle
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.systemd import Notifier
 from crond.daemon.telling import Telling
 from crond.run import runner
+from crond.schedule.actions import NONE_REFUSED, Claims, Key, Refused
+from crond.schedule.rules import Decision, Entry
 from crond.store import files, locate
 from crond.store.base import ReplicaTaken, Start, Store, ViewRow, view_row
-from crond.when.plan import Entry
 from crond.when.zones import tzdata_version
 
 # systemd's messages to this process: a job must not talk to systemd in crond's name.
@@ -112,21 +112,15 @@ class Daemon:
         else:
             opener = None if state_dir is None else _opener(state_dir)
         self.recorder = StoreRecorder(opener, log, clock, replica=replica)
-        self.loop = Loop(
-            clock=clock,
-            log=log,
-            launch=self._launch,
-            heartbeat=cfg.daemon.heartbeat,  # and then the Heartbeat's (`_settings`)
-            after_tick=self._after_tick,
-            prepare=self._prepare,
-        )
+        # The daemon is the loop's Effects: what the loop does goes through the methods
+        # of "the loop's Effects" below, to the parts made here.
+        self.loop = Loop(clock=clock, log=log, effects=self, heartbeat=cfg.daemon.heartbeat)
         self.heartbeat = Heartbeat(self.loop, self.recorder, self.notifier, log, self._publish)
         self.heartbeat.on_taken = self._taken
         self._status = 0  # crond run's exit status after a stop
         self.telling = Telling(
             log=log, clock=clock, loop=self.loop, recorder=self.recorder, heartbeat=self.heartbeat
         )
-        self.loop.watcher = self.telling
         self.cluster = None
         if replica is not None:
             self.cluster = Cluster(
@@ -134,7 +128,6 @@ class Daemon:
                 on_paused=self.telling.paused,
             )  # fmt: skip
             self.heartbeat.cluster = self.cluster.beat
-            self.loop.dedupe = self.recorder.told_elsewhere
         self.steering = Steering(
             log=log,
             clock=clock,
@@ -154,9 +147,10 @@ class Daemon:
         """What a (re)loaded file says of the daemon (the flags of `crond run` win)."""
         flags = self.options
         self.heartbeat.configure(cfg, liveness_file=flags.liveness_file, heartbeat=flags.heartbeat)
+        self.loop.heartbeat = self.heartbeat.period
         self.recorder.history = {name: job.settings.history for name, job in cfg.jobs.items()}
         self.telling.configure(cfg, self._metrics_address(cfg))
-        self.loop.max_running = cfg.daemon.max_running
+        self.loop.limit(cfg.daemon.max_running)
         jobs = cfg.jobs.values()
         self.recorder.each_replica = frozenset(
             job.name for job in jobs if job.settings.replicas is Replicas.ALL
@@ -173,9 +167,9 @@ class Daemon:
     def _metrics_address(self, cfg: LoadedConfig) -> str | None:
         return self.options.metrics or cfg.daemon.metrics
 
-    # --- runs -------------------------------------------------------------------------
+    # --- the loop's Effects (crond/daemon/loop.py) ---------------------------------------
 
-    def _launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
+    def launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
         """A run of `job`, spawned now; the loop drives it in its TaskGroup."""
         cached = self.specs.get(job.name)
         if cached is None or cached[0] is not job:
@@ -192,33 +186,56 @@ class Daemon:
             gate=gate,
         )
 
-    def _prepare(self, starts: list[tuple[LoadedJob, datetime]], at: datetime) -> Refused | None:
+    def claim(
+        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
+    ) -> Claims:
         """The runs one wake is about to start at `at` (the wake may come just before):
         their `started` rows in one commit, before the first spawn (one per run would
         cost each later spawn of the wake the commits of those before). A replica claims
-        them in that commit: those it may not start, and why."""
+        them in that commit: those it may not start, and why; and of the `told` slots
+        (skipped, missed), those another replica claimed first, and so tells of."""
         if self.recorder.store is None and self.recorder.replica is None:
-            return None
-        self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
-        return self.recorder.prepare(
-            [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()], started=at
-        )
+            return Claims()
+        refused: Refused = NONE_REFUSED
+        if starts:
+            self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
+            refused = self.recorder.prepare(
+                [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()],
+                started=at,
+            )
+        quiet = self.recorder.told_elsewhere(list(told)) if told else frozenset()
+        return Claims(refused, quiet)
+
+    def beat(self, now: datetime) -> None:
+        self.heartbeat.beat(now)
+
+    def decided(self, job: LoadedJob, decision: Decision) -> None:
+        self.telling.decided(job, decision)
+
+    def run_started(self, job: LoadedJob, run: RunHandle) -> None:
+        self.telling.run_started(job, run)
+
+    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:
+        self.telling.run_ended(job, run, result)
+
+    def resumed(self, job: str, skipped: int) -> None:
+        self.steering.ran_out(job, skipped)
+
+    def moved(self, entries: list[Entry], cursors: list[Key]) -> None:
+        """The store's copy of the moved next fires and cursors: on the loop's next turn,
+        after the runs this wake started have settled (their `job.started`, their pipes)."""
+        if self.recorder.store is not None:
+            rows = [_view_row(entry) for entry in entries]
+            asyncio.get_running_loop().call_soon(self.recorder.update_view, rows, cursors)
 
     # --- the state store --------------------------------------------------------------
 
     def _publish(self) -> None:
         """The jobs as the daemon now sees them, into the store for `crond status`."""
-        entries = self.loop.schedule.entries
+        entries = self.loop.core.schedule.entries
         self.recorder.publish_view(
             (_view_row(entries[name]) for name in self.cfg.jobs), self.digest
         )
-
-    def _after_tick(self, due: list[Entry], cursors: list[tuple[str, datetime]]) -> None:
-        """The store's copy of the moved next fires and cursors: on the loop's next turn,
-        after the runs this wake started have settled (their `job.started`, their pipes)."""
-        if self.recorder.store is not None:
-            moved = [_view_row(entry) for entry in due]
-            asyncio.get_running_loop().call_soon(self.recorder.update_view, moved, cursors)
 
     def _start_reboot_jobs(self) -> None:
         """`@reboot` jobs: once per host boot (the recorder remembers which boot)."""
@@ -273,13 +290,13 @@ class Daemon:
         self._signals += 1
         name = signal.Signals(signum).name
         if self._signals == 1:
-            self.log.info("daemon.stopping", signal=name, running=self.loop.running_count())
+            self.log.info("daemon.stopping", signal=name, running=self.loop.going.count())
             self.notifier.stopping()
             self.loop.stop()
             self._own(self._drain())
         else:
-            self.log.warning("daemon.stopping", signal=name, running=self.loop.running_count())
-            for run in self.loop.all_runs():
+            self.log.warning("daemon.stopping", signal=name, running=self.loop.going.count())
+            for run in self.loop.going.all():
                 run.kill()
 
     async def _drain(self) -> None:
@@ -288,7 +305,7 @@ class Daemon:
             async with asyncio.timeout(self.cfg.daemon.shutdown_timeout.total_seconds()):
                 await self.loop.idle.wait()
         except TimeoutError:
-            for run in self.loop.all_runs():
+            for run in self.loop.going.all():
                 run.stop()
 
     def _own(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:

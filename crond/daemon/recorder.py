@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from crond.clock import Clock, iso_utc
-from crond.daemon.claims import NONE_REFUSED, Refusal, Refused
+from crond.schedule.actions import NONE_REFUSED, Refusal, Refused
 from crond.store.base import AttemptRow, ReplicaTaken, Start, StateError, Store, ViewRow
 from crond.store.files import boot_id
 
