@@ -788,19 +788,17 @@ class _MemoryStore:
         return [self.start(s.job, run_id=s.run_id, slot=s.slot, attempt=1, started=started,
                            cursor=s.slot) for s in starts]  # fmt: skip
 
-    def claim_many(
+    def claim(
         self,
         starts: Sequence[base.Start],
+        told: Sequence[tuple[str, datetime]],
         started: datetime,
         *,
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
-    ) -> list[base.Claim]:
-        return list(self.start_many(starts, started))
-
-    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
-        return [True] * len(slots)
+    ) -> base.Claimed:
+        return base.Claimed(list(self.start_many(starts, started)), [True] * len(told))
 
     def finish(
         self, row_id: int, *, job: str, run_id: str | None = None, finished: datetime,

@@ -160,14 +160,14 @@ def test_finish_of_a_row_that_is_not_there_does_nothing(opener: Opener) -> None:
     assert b.finished is None
 
 
-def test_start_many_and_claim_many_record_a_wakes_runs(opener: Opener) -> None:
+def test_start_many_and_claim_record_a_wakes_runs(opener: Opener) -> None:
     """One daemon on its store wins every claim; the cursors move with the starts."""
     store = opener()
     slot = T0 + timedelta(minutes=1)
     ids = store.start_many([base.Start("a", "ra", slot), base.Start("b", "rb", slot)], slot)
     later = slot + timedelta(minutes=1)
     claims = [base.Start("b", "rb2", later), base.Start("a", "ra2", later)]
-    won = store.claim_many(claims, later, copies=["", ""])
+    won = store.claim(claims, [], later, copies=["", ""]).starts
     assert None not in won
     assert len({*ids, *won}) == 4
     assert store.cursors() == {"a": later, "b": later}
@@ -175,7 +175,7 @@ def test_start_many_and_claim_many_record_a_wakes_runs(opener: Opener) -> None:
     assert (summaries["a"].run_id, summaries["b"].run_id) == ("ra2", "rb2")
     assert [r.run_id for r in store.recent("b", 10)] == ["rb", "rb2"]
     with pytest.raises(ValueError, match="one copy a start"):
-        store.claim_many(claims, later, copies=[""])
+        store.claim(claims, [], later, copies=[""])
 
 
 def test_status_follows_the_summaries_and_the_view(opener: Opener) -> None:
@@ -571,3 +571,21 @@ def test_the_postgres_store_is_a_replicated_store() -> None:
     """Checked by mypy (`make test`): PostgresStore implements base.Replicated."""
     opened: Callable[..., base.Replicated] = PostgresStore.open
     assert opened is not None
+
+
+def test_a_wakes_starts_and_told_slots_are_claimed_in_one_call(pg_url: str) -> None:
+    """`claim`: the starts and the told (skipped, missed) slots of one wake in one
+    transaction; the replica that got a told slot is the one to tell of it."""
+    one = PostgresStore.open(pg_url, cluster="one-call", replica="r1")
+    two = PostgresStore.open(pg_url, cluster="one-call", replica="r2")
+    try:
+        told = [("skipped", T0), ("missed", T0 - timedelta(minutes=1))]
+        first = one.claim([base.Start("a", "ra", T0)], told, T0)
+        second = two.claim([base.Start("a", "ra-2", T0)], told[::-1], T0)
+        assert isinstance(first.starts[0], int)
+        assert first.told == [True, True]
+        assert second.starts == [None]  # r1 holds the start's claim
+        assert second.told == [False, False]
+    finally:
+        one.close()
+        two.close()

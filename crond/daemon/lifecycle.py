@@ -40,7 +40,7 @@ from crond.daemon.recorder import StoreRecorder
 from crond.daemon.systemd import Notifier
 from crond.daemon.telling import Telling
 from crond.run import runner
-from crond.schedule.actions import NONE_REFUSED, Claims, Key, Refused
+from crond.schedule.actions import Claims, Key
 from crond.schedule.rules import Decision, Entry
 from crond.store import files, locate
 from crond.store.base import ReplicaTaken, Start, Store, ViewRow, view_row
@@ -196,15 +196,9 @@ class Daemon:
         (skipped, missed), those another replica claimed first, and so tells of."""
         if self.recorder.store is None and self.recorder.replica is None:
             return Claims()
-        refused: Refused = NONE_REFUSED
-        if starts:
-            self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
-            refused = self.recorder.prepare(
-                [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()],
-                started=at,
-            )
-        quiet = self.recorder.told_elsewhere(list(told)) if told else frozenset()
-        return Claims(refused, quiet)
+        self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
+        records = [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()]
+        return self.recorder.prepare(records, told, started=at)
 
     def beat(self, now: datetime) -> None:
         self.heartbeat.beat(now)

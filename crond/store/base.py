@@ -45,6 +45,14 @@ BUSY: Literal["busy"] = "busy"
 Claim = int | Literal["busy"] | None
 
 
+class Claimed(NamedTuple):
+    """A wake's claims (`Store.claim`): per start its Claim, per told slot whether this
+    replica got it (and so is the one to tell of it)."""
+
+    starts: list[Claim]
+    told: list[bool]
+
+
 class Start(NamedTuple):
     """A run's first attempt, as one wake records it before spawning."""
 
@@ -297,31 +305,28 @@ class Store(Reader, Protocol):
         `claim_many`."""
         ...
 
-    def claim_many(
+    def claim(
         self,
         starts: Sequence[Start],
+        told: Sequence[tuple[str, datetime]],
         started: datetime,
         *,
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
-    ) -> list[Claim]:
-        """`start_many` with a claim of each start's `(job, slot, copy)` (`copies`, in the
-        starts' order; None: "" for each), in one commit that also moves every start's
-        cursor. Per start, its token; or None when another replica holds the claim: then
-        nothing is recorded for it, and it must not run; or BUSY for a job of `exclusive`
-        (`overlap: skip`) claimed with copy "" while an attempt of it is unfinished on any
-        replica: the claim is kept (the slot is dealt with: skipped, by this replica) and
-        nothing else recorded. A job of `replacing` (`overlap: replace`) claimed with copy
-        "" asks the other replicas to stop its runs (kill requests). A store of one daemon
-        wins every claim (SQLite's is `start_many`: its daemon's own planner knows its
-        runs)."""
-        ...
-
-    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
-        """Claim `(job, slot)`s that will not run (skipped, missed), in one commit: for
-        each, whether this replica got it, and so is the one to tell of it. A store of one
-        daemon gives every one."""
+    ) -> Claimed:
+        """One wake's claims, in one commit. `start_many` with a claim of each start's
+        `(job, slot, copy)` (`copies`, in the starts' order; None: "" for each) that also
+        moves every start's cursor. Per start, its token; or None when another replica
+        holds the claim: then nothing is recorded for it, and it must not run; or BUSY for
+        a job of `exclusive` (`overlap: skip`) claimed with copy "" while an attempt of it
+        is unfinished on any replica: the claim is kept (the slot is dealt with: skipped,
+        by this replica) and nothing else recorded. A job of `replacing` (`overlap:
+        replace`) claimed with copy "" asks the other replicas to stop its runs (kill
+        requests). And a claim of each `told` `(job, slot)` that will not run (skipped,
+        missed): whether this replica got it, and so is the one to tell of it. A store of
+        one daemon wins every claim (SQLite's is `start_many`: its daemon's own planner
+        knows its runs)."""
         ...
 
     def finish(
