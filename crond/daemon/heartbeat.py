@@ -103,7 +103,7 @@ class Heartbeat:
 
     def payload(self, now: datetime, *, stopped: bool = False) -> dict[str, object]:
         """What the liveness file holds (docs/running.md), as of `now`."""
-        nxt = None if stopped else self.loop.core.next_fire()
+        nxt = None if stopped else self.loop.core.schedule.next_fire()
         payload: dict[str, object] = {
             "pid": os.getpid(),
             "updated_at": iso_utc(now),

@@ -22,7 +22,8 @@ from crond.daemon import events
 from crond.daemon.going import Going
 from crond.daemon.runs import Effects, Gate, Pending, RunHandle
 from crond.schedule.actions import NO_CLAIMS, Action, Queued, Replace, Resumed, Start, Tell
-from crond.schedule.core import TRIGGER_REFUSED, ConfigDiff, Core
+from crond.schedule.core import TRIGGER_REFUSED, Core
+from crond.schedule.heap import ConfigDiff
 
 __all__ = ["ConfigDiff", "Effects", "Gate", "Loop", "Pending", "RunHandle"]
 

@@ -36,22 +36,14 @@ from crond.schedule.actions import (
     Start,
     Tell,
 )
-from crond.schedule.heap import Schedule
+from crond.schedule.heap import ConfigDiff, Schedule
 from crond.schedule.pauses import Pauses
 from crond.schedule.queue import Missed, RunQueue
-from crond.schedule.rules import Decision, Entry, decide, first_cursor, make_entry
+from crond.schedule.rules import Decision, Entry, decide
 from crond.schedule.unclaimed import Unclaimed
-from crond.when.timing import Fire
 
 # How many runs of each job are going (the shell's count; a job with none may be absent).
 Running = Mapping[str, int]
-
-
-@dataclass(frozen=True)
-class ConfigDiff:
-    added: list[str]
-    removed: list[str]
-    changed: list[str]
 
 
 @dataclass
@@ -87,23 +79,8 @@ class Core:
     def load(
         self, jobs: Mapping[str, LoadedJob], now: datetime, resume: Mapping[str, datetime] | None
     ) -> ConfigDiff:
-        """Swap in a new set of jobs. Unchanged jobs keep their state; changed jobs keep
-        their cursor (no slot runs twice). `resume`: the cursors a previous daemon left
-        (`rules.first_cursor` says where a new job starts)."""
-        old = self.schedule.entries
-        added = [name for name in jobs if name not in old]
-        removed = [name for name in old if name not in jobs]
-        changed = [name for name in jobs if name in old and old[name].job != jobs[name]]
-        for name in removed:
-            self.schedule.remove(name)
-        for name in added:
-            before = resume.get(name) if resume else None
-            self.schedule.put(make_entry(jobs[name], first_cursor(jobs[name], now, before)))
-        for name in changed:
-            cursor = max(old[name].cursor, now)
-            self.schedule.remove(name)
-            self.schedule.put(make_entry(jobs[name], cursor))
-        return ConfigDiff(added, removed, changed)
+        """Swap in a new set of jobs (`Schedule.load`)."""
+        return self.schedule.load(jobs, now, resume)
 
     def wake_at(self, lead: timedelta) -> datetime | None:
         """When the next wake is due by itself: `lead` before the earliest fire (its runs
@@ -115,13 +92,6 @@ class Core:
             t for t in (self.pauses.ends, self.queue.wake_at(), self.unclaimed.wake_at()) if t
         ]
         return min(times, default=None)
-
-    def next_fire(self) -> tuple[str, Fire] | None:
-        due = self.schedule.next_due()
-        if due is None:
-            return None
-        fire = self.schedule.entries[due[1]].next_fire
-        return (due[1], fire) if fire else None
 
     # --- steering ---------------------------------------------------------------------
 
@@ -183,7 +153,8 @@ class Core:
         decisions, moved = self._decide(due, at, going)
         retried: list[tuple[LoadedJob, datetime]] = []
         if self.unclaimed:
-            retried, more = self._retry(now, decisions)
+            newer = {d.job for d in decisions if d.start is not None}
+            retried, more = self.unclaimed.due(now, newer, self.pauses)
             missed += more
         first += [Tell(job, d) for job, d in missed]
         proposal = Proposal(now, at, [], [], first, drained, retried, due, decisions, moved=moved)
@@ -218,11 +189,7 @@ class Core:
         if proposal.retried:
             for job, slot in proposal.retried:
                 actions += self._start_or(job, slot, claims, now)
-            retried = {(job.name, slot) for job, slot in proposal.retried}
-            if any(claims.refused.get(key) == "database" for key in retried):
-                self.unclaimed.failed(now)
-            else:
-                self.unclaimed.answered()
+            self.unclaimed.tried(proposal.retried, claims.refused, now)
         actions += self._due_actions(proposal, claims)
         if proposal.due:
             actions.append(Moved(proposal.due, proposal.moved))
@@ -305,22 +272,6 @@ class Core:
             if decision.start is None and entry.job.settings.catchup is Catchup.LATEST:
                 moved.append((entry.name, entry.cursor))
         return decisions, moved
-
-    def _retry(
-        self, now: datetime, decisions: list[Decision]
-    ) -> tuple[list[tuple[LoadedJob, datetime]], list[Missed]]:
-        """The waiting starts to claim again now, and those missed: their grace ran out,
-        or a newer slot of their job starts at this wake (never an older slot after a
-        newer one), or their job is paused now."""
-        starts, missed = self.unclaimed.due(now)
-        newer = {d.job for d in decisions if d.start is not None}
-        kept = []
-        for job, slot in starts:
-            if job.name in newer:
-                missed.append((job, self.schedule.missed(job.name, slot, "database")))
-            elif not self.pauses.pass_over(job.name, now):
-                kept.append((job, slot))
-        return kept, missed
 
     def _start_or(
         self, job: LoadedJob, slot: datetime, claims: Claims, now: datetime

@@ -7,12 +7,21 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from crond.schedule.rules import Decision, Entry, Missed
+from crond.config.loaded import LoadedJob
+from crond.schedule.rules import Decision, Entry, Missed, first_cursor, make_entry
+from crond.when.timing import Fire
+
+
+@dataclass(frozen=True)
+class ConfigDiff:
+    added: list[str]
+    removed: list[str]
+    changed: list[str]
 
 
 @dataclass
@@ -27,6 +36,27 @@ class Schedule:
         self.entries[entry.name] = entry
         if entry.next_fire is not None and entry.job.settings.enabled:
             heapq.heappush(self._heap, (entry.next_fire.at, next(self._seq), entry.name))
+
+    def load(
+        self, jobs: Mapping[str, LoadedJob], now: datetime, resume: Mapping[str, datetime] | None
+    ) -> ConfigDiff:
+        """Swap in a new set of jobs. Unchanged jobs keep their entry; changed jobs keep
+        their cursor (no slot runs twice). `resume`: the cursors a previous daemon left
+        (`rules.first_cursor` says where a new job starts)."""
+        old = self.entries
+        added = [name for name in jobs if name not in old]
+        removed = [name for name in old if name not in jobs]
+        changed = [name for name in jobs if name in old and old[name].job != jobs[name]]
+        for name in removed:
+            self.remove(name)
+        for name in added:
+            before = resume.get(name) if resume else None
+            self.put(make_entry(jobs[name], first_cursor(jobs[name], now, before)))
+        for name in changed:
+            cursor = max(old[name].cursor, now)
+            self.remove(name)
+            self.put(make_entry(jobs[name], cursor))
+        return ConfigDiff(added, removed, changed)
 
     def remove(self, name: str) -> Entry | None:
         return self.entries.pop(name, None)  # its heap items become stale
@@ -43,6 +73,14 @@ class Schedule:
                 return at, name
             heapq.heappop(self._heap)
         return None
+
+    def next_fire(self) -> tuple[str, Fire] | None:
+        """The earliest fire of all, and its job."""
+        due = self.next_due()
+        if due is None:
+            return None
+        fire = self.entries[due[1]].next_fire
+        return (due[1], fire) if fire else None
 
     def pop_due(self, now: datetime) -> list[Entry]:
         """Entries whose next fire is at or before `now`, each once, taken off the heap."""

@@ -14,11 +14,14 @@ slot, and the database's return starts each job once, not a burst of its old slo
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from crond.config.loaded import LoadedJob
+from crond.schedule.actions import Refused
 from crond.schedule.heap import Schedule
+from crond.schedule.pauses import Pauses
 from crond.schedule.queue import Missed
 
 _FIRST = timedelta(milliseconds=500)
@@ -64,13 +67,17 @@ class Unclaimed:
         ends = min(item.deadline for item in self._items.values()) + _AFTER
         return ends if self._retry_at is None else min(self._retry_at, ends)
 
-    def due(self, now: datetime) -> tuple[list[tuple[LoadedJob, datetime]], list[Missed]]:
+    def due(
+        self, now: datetime, newer: Collection[str], pauses: Pauses
+    ) -> tuple[list[tuple[LoadedJob, datetime]], list[Missed]]:
         """The starts to try claiming again now (taken off: those that fail again are put
-        back), in the order they fell due; and the decisions of those whose grace ran
-        out (missed). Those of a job removed from the file since are dropped."""
+        back), in the order they fell due; and those missed: their grace ran out, or a
+        newer slot of their job starts at this wake (`newer`: never an older slot after a
+        newer one). Those of a job removed from the file since are dropped, those of a
+        job paused since passed over."""
         missed: list[Missed] = []
         for name, item in list(self._items.items()):
-            if now > item.deadline:
+            if now > item.deadline or name in newer:
                 del self._items[name]
                 missed.append(self._missed(item))
         if self._retry_at is None or now < self._retry_at or not self._items:
@@ -78,11 +85,22 @@ class Unclaimed:
         starts = []
         for name, item in self._items.items():
             entry = self.schedule.entries.get(name)
-            if entry is not None:
+            if entry is not None and not pauses.pass_over(name, now):
                 starts.append((entry.job, item.slot))
         self._items = {}
         self._retry_at = None
         return starts, missed
+
+    def tried(
+        self, starts: list[tuple[LoadedJob, datetime]], refused: Refused, now: datetime
+    ) -> None:
+        """The claims of `starts` were asked again: a database that did not answer is
+        tried again later, after a longer wait; one that answered starts the next
+        outage's backoff afresh."""
+        if any(refused.get((job.name, slot)) == "database" for job, slot in starts):
+            self.failed(now)
+        else:
+            self.answered()
 
     def failed(self, now: datetime) -> None:
         """A try failed again: wait longer before the next."""
