@@ -98,7 +98,7 @@ def test_an_older_store_without_the_table_gains_it(tmp_path: Path) -> None:
     """A store of an older crond (same schema, no pauses table): a reader sees no pauses
     (it never writes), the daemon's open adds the table and keeps the rest."""
     store = state.Store(tmp_path)
-    store.save_cursors([("a", T0)])
+    store.update_view([], [("a", T0)])
     store.close()
     db = sqlite3.connect(tmp_path / state.DB_NAME)
     db.execute("DROP TABLE pauses")

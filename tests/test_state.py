@@ -79,8 +79,8 @@ def test_the_outbox_keeps_notifications_across_a_restart_until_done(tmp_path: Pa
 
 def test_cursor_never_goes_back(tmp_path: Path) -> None:
     store = state.Store(tmp_path)
-    store.save_cursors([("a", T0 + timedelta(hours=1))])
-    store.save_cursors([("a", T0)])
+    store.update_view([], [("a", T0 + timedelta(hours=1))])
+    store.update_view([], [("a", T0)])
     assert store.cursors()["a"] == T0 + timedelta(hours=1)
 
 
@@ -115,7 +115,7 @@ def test_corrupt_file_is_moved_aside_and_a_fresh_one_started(tmp_path: Path) -> 
     assert store.moved_aside is not None
     assert Path(store.moved_aside).exists()
     assert store.cursors() == {}
-    store.save_cursors([("a", T0)])
+    store.update_view([], [("a", T0)])
     assert store.cursors() == {"a": T0}
 
 
@@ -276,10 +276,10 @@ def test_reader_refuses_a_missing_store_and_never_creates_one(tmp_path: Path) ->
     assert not (tmp_path / "nothing").exists()
 
 
-def test_save_cursors_moves_several_in_one_commit(tmp_path: Path) -> None:
+def test_update_view_moves_several_cursors_in_one_commit(tmp_path: Path) -> None:
     store = state.Store(tmp_path)
-    store.save_cursors([("a", T0), ("b", T0 + timedelta(seconds=1))])
-    store.save_cursors([("a", T0 - timedelta(days=1))])
+    store.update_view([], [("a", T0), ("b", T0 + timedelta(seconds=1))])
+    store.update_view([], [("a", T0 - timedelta(days=1))])
     assert store.cursors() == {"a": T0, "b": T0 + timedelta(seconds=1)}
 
 
@@ -772,9 +772,6 @@ class _MemoryStore:
     def cursors(self) -> dict[str, datetime]:
         self._check()
         return {}
-
-    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
-        self._check()
 
     def start(
         self, job: str, *, run_id: str, slot: datetime, attempt: int, started: datetime,

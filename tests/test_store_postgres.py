@@ -112,8 +112,8 @@ def test_the_outbox_keeps_notifications_across_a_restart_until_done(opener: Open
 
 def test_cursors_never_go_back_and_move_several_in_one_commit(opener: Opener) -> None:
     store = opener()
-    store.save_cursors([("a", T0 + timedelta(hours=1)), ("b", T0)])
-    store.save_cursors([("a", T0), ("b", T0 + timedelta(seconds=1))])
+    store.update_view([], [("a", T0 + timedelta(hours=1)), ("b", T0)])
+    store.update_view([], [("a", T0), ("b", T0 + timedelta(seconds=1))])
     assert store.cursors() == {"a": T0 + timedelta(hours=1), "b": T0 + timedelta(seconds=1)}
 
 
@@ -246,7 +246,7 @@ def test_a_closed_store_fails_every_call_with_a_state_error(opener: Opener) -> N
     store = opener()
     store.close()
     with pytest.raises(base.StateError):
-        store.save_cursors([("a", T0)])
+        store.update_view([], [("a", T0)])
 
 
 # --- replicas: claims -----------------------------------------------------------------
@@ -341,7 +341,7 @@ def test_two_clusters_in_one_database_do_not_see_each_other(pg_url: str) -> None
     for store in (blue, green):
         (row,) = store.claim_many([base.Start("a", f"run-{store.cluster}", T0)], T0)
         assert row is not None  # the same job, slot and replica name: both win
-        store.save_cursors([("only-" + store.cluster, T0)])
+        store.update_view([], [("only-" + store.cluster, T0)])
         store.set_pause(base.PauseRow("p-" + store.cluster, T0, None, None, ALICE))
         store.outbox_add([base.OutboxRow(0, "ping", "", "a", "ok", "{}", 1.0)])
         store.set_meta("k", store.cluster)
@@ -490,11 +490,11 @@ def test_tables_dropped_under_the_daemon_are_made_again_at_the_reopen(pg_url: st
         store.check_in_place()
     assert gone.value.corrupt
     with pytest.raises(base.StateError) as failed:
-        store.save_cursors([("a", T0)])
+        store.update_view([], [("a", T0)])
     assert failed.value.corrupt
     store.close()
     fresh = _replica(pg_url, "r1")
-    fresh.save_cursors([("a", T0)])
+    fresh.update_view([], [("a", T0)])
     assert fresh.cursors() == {"a": T0}
     fresh.close()
 
@@ -544,9 +544,9 @@ def test_a_stuck_database_fails_the_write_within_the_timeout(pg_url: str) -> Non
         locker.execute("LOCK TABLE crond_cursors IN ACCESS EXCLUSIVE MODE")  # held, open
         began = time.monotonic()
         with pytest.raises(base.StateError, match="QueryCanceled"):
-            store.save_cursors([("a", T0)])
+            store.update_view([], [("a", T0)])
         assert time.monotonic() - began < 3
-    store.save_cursors([("a", T0)])  # the lock gone, it works again
+    store.update_view([], [("a", T0)])  # the lock gone, it works again
     assert store.cursors() == {"a": T0}
     store.close()
 
@@ -555,7 +555,7 @@ def test_a_dropped_connection_fails_one_call_then_is_made_again(pg_url: str) -> 
     """A failover or a restarted server: the call that meets it fails (the recorder logs
     it, degraded), the next connects afresh."""
     store = _replica(pg_url, "r1")
-    store.save_cursors([("a", T0)])
+    store.update_view([], [("a", T0)])
     with psycopg.connect(pg_url, autocommit=True) as admin:
         admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "

@@ -281,10 +281,6 @@ class Store(Reader, Protocol):
         """Each job's cursor: the instant up to which its slots have been dealt with."""
         ...
 
-    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
-        """Move cursors forward (never back), in one commit."""
-        ...
-
     def start(
         self,
         job: str,

@@ -64,10 +64,6 @@ class Runs(Cluster):
         )
         return self._decoded(lambda: {job: utc(c) for job, c in rows})
 
-    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
-        with self._transaction() as cur:
-            self._move_cursors(cur, cursors)
-
     def start(
         self,
         job: str,

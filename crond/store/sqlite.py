@@ -136,10 +136,6 @@ class Store(Reads):
         rows = self._all("SELECT job, cursor FROM cursors")
         return decoded(self.path, lambda: {job: datetime.fromtimestamp(c, UTC) for job, c in rows})
 
-    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
-        with self._transaction() as db:
-            _move_cursors(db, cursors)
-
     def start(
         self,
         job: str,
