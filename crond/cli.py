@@ -66,6 +66,16 @@ class _Group(click.Group):
 
         for command in commands.COMMANDS:
             self.add_command(command)
+        _add_more(self)
+
+
+def _add_more(group: click.Group) -> None:
+    """The commands kept in their own modules (`notify`, `output`, `replicas`), added
+    as the control ones are."""
+    from crond import cli_notify, cli_state  # noqa: PLC0415  (see _Group)
+
+    for command in (*cli_notify.COMMANDS, *cli_state.COMMANDS):
+        group.add_command(command)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
