@@ -192,6 +192,30 @@ def format_history(attempts: Sequence[AttemptRow]) -> str:
     return "\n".join(out)
 
 
+def output_heading(a: AttemptRow) -> str:
+    """`crond output`'s line before an attempt's output (on stderr, so that the output
+    alone can be piped): `== backup run ID attempt 2: failed, exit 3, 1.2s (started ...)`."""
+    how = a.outcome or "running"
+    if a.exit_code is not None:
+        how += f", exit {a.exit_code}"
+    if a.duration_s is not None:
+        how += f", {_seconds(a.duration_s)}"
+    ran_by = "" if a.replica is None else f", replica {_replica_cell(a.replica)}"
+    return (
+        f"== {a.job} run {a.run_id} attempt {a.attempt}: {how} (started {_when(a.started)}{ran_by})"
+    )
+
+
+def output_note(a: AttemptRow, kept: int) -> str | None:
+    """After an attempt with as many lines as the store keeps: earlier ones may be gone."""
+    if len(a.output) < kept:
+        return None
+    return (
+        f"   (the store keeps the last {kept} lines of an attempt: any before these are in the "
+        f"daemon's log, as job.output events with run_id {a.run_id})"
+    )
+
+
 def format_history_json(attempts: Sequence[AttemptRow]) -> str:
     return "\n".join(json.dumps(_attempt_dict(a)) for a in attempts)
 

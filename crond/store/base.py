@@ -71,6 +71,22 @@ class AttemptRow:
     replica: str | None = None  # the replica that ran it; None in a store of one daemon
 
 
+FAILED_OUTCOMES: tuple[str, ...] = ("failed", "timeout", "killed", "lost")
+
+
+class Only(NamedTuple):
+    """Which attempts `Reader.recent` returns (`crond history`'s filters): those that did
+    not succeed (`failed`: FAILED_OUTCOMES), those started at or after `since`, those of
+    one run (`run_id`). The default is every attempt."""
+
+    failed: bool = False
+    since: datetime | None = None
+    run_id: str | None = None
+
+
+EVERY = Only()
+
+
 class Summary(NamedTuple):
     """One job's newest attempt and its last success (kept even when older than the
     history kept), with instants as `clock.iso_utc` wrote them."""
@@ -237,8 +253,9 @@ class Reader(Protocol):
         """The job's newest attempt (with that outcome), if any is kept."""
         ...
 
-    def recent(self, job: str | None, limit: int) -> list[AttemptRow]:
-        """The newest `limit` attempts (of `job`, or of every job), oldest first."""
+    def recent(self, job: str | None, limit: int, only: Only = EVERY) -> list[AttemptRow]:
+        """The newest `limit` attempts (of `job`, or of every job) that `only` keeps,
+        oldest first."""
         ...
 
     def summaries(self) -> dict[str, Summary]:

@@ -11,7 +11,17 @@ from datetime import datetime
 from typing import Any
 
 from crond.store import schema_pg
-from crond.store.base import AttemptRow, PauseRow, ReplicaRow, StateError, StatusRow, Summary
+from crond.store.base import (
+    EVERY,
+    FAILED_OUTCOMES,
+    AttemptRow,
+    Only,
+    PauseRow,
+    ReplicaRow,
+    StateError,
+    StatusRow,
+    Summary,
+)
 from crond.store.pg_conn import ATTEMPTS, PAUSES, Connection, attempt_of, pause_of, utc
 
 _SUMMARIES = (
@@ -73,16 +83,23 @@ class Reads(Connection):
         rows = self._all(query + " ORDER BY id DESC LIMIT 1", params)
         return self._decoded(lambda: attempt_of(rows[0]) if rows else None)
 
-    def recent(self, job: str | None, limit: int) -> list[AttemptRow]:
-        if job is None:
-            rows = self._all(
-                ATTEMPTS + " WHERE cluster = %s ORDER BY id DESC LIMIT %s", (self.cluster, limit)
-            )
-        else:
-            rows = self._all(
-                ATTEMPTS + " WHERE cluster = %s AND job = %s ORDER BY id DESC LIMIT %s",
-                (self.cluster, job, limit),
-            )
+    def recent(self, job: str | None, limit: int, only: Only = EVERY) -> list[AttemptRow]:
+        terms: list[str] = ["cluster = %s"]
+        params: list[Any] = [self.cluster]
+        if job is not None:
+            terms.append("job = %s")
+            params.append(job)
+        if only.failed:
+            terms.append("outcome = ANY(%s)")
+            params.append(list(FAILED_OUTCOMES))
+        if only.since is not None:
+            terms.append("started >= %s")
+            params.append(only.since)
+        if only.run_id is not None:
+            terms.append("run_id = %s")
+            params.append(only.run_id)
+        query = f"{ATTEMPTS} WHERE {' AND '.join(terms)} ORDER BY id DESC LIMIT %s"
+        rows = self._all(query, (*params, limit))
         return self._decoded(lambda: [attempt_of(r) for r in reversed(rows)])
 
     def open_runs(self) -> list[AttemptRow]:
