@@ -87,6 +87,14 @@ class Only(NamedTuple):
 EVERY = Only()
 
 
+class PerReplica(NamedTuple):
+    """A `replicas: all` job on one replica: its newest attempt there, and its newest
+    success there (None: none kept)."""
+
+    last: AttemptRow
+    success: AttemptRow | None
+
+
 class Summary(NamedTuple):
     """One job's newest attempt and its last success (kept even when older than the
     history kept), with instants as `clock.iso_utc` wrote them."""
@@ -414,6 +422,9 @@ class ClusterReader(Reader, Protocol):
     def open_runs(self) -> list[AttemptRow]: ...
     def clock(self) -> datetime: ...
     def newest_replicas(self) -> dict[str, str]: ...
+    def per_replica(self, jobs: Sequence[str]) -> dict[str, dict[str, PerReplica]]:
+        """Of each of `jobs`, by replica: its newest attempt and newest success there."""
+        ...
 
 
 class Replicated(Store, ClusterReader, Protocol):
