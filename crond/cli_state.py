@@ -140,21 +140,22 @@ def output(file: Path, run_id: str, state_dir: str | None, as_json: bool) -> Non
     from crond.run.output import TAIL_LINES  # noqa: PLC0415
     from crond.store.base import Only  # noqa: PLC0415
 
-    reader, _jobs, _broken = _open(file, state_dir)
+    reader, _jobs, broken = _open(file, state_dir)
     attempts = _read(reader, None, _MAX_ATTEMPTS, Only(run_id=run_id))
     if not attempts:
         click.echo(f"crond: no run {run_id} in the history kept", err=True)
         sys.exit(1)
     if as_json:
         click.echo(text.format_history_json(attempts))
-        return
-    for attempt in attempts:
+    for attempt in [] if as_json else attempts:
         click.echo(text.output_heading(attempt), err=True)
         for line in attempt.output:
             click.echo(line)
         note = text.output_note(attempt, TAIL_LINES)
         if note:
             click.echo(note, err=True)
+    if broken:  # as history: the file's errors were said above
+        sys.exit(1)
 
 
 @click.command()

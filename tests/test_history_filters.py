@@ -123,3 +123,15 @@ def test_output_of_an_unknown_run_exits_1(tmp_path: Path) -> None:
     _filled(tmp_path)
     done = _crond(tmp_path, "output", "run-9")
     assert (done.returncode, done.stderr) == (1, "crond: no run run-9 in the history kept\n")
+
+
+def test_output_of_a_file_with_errors_still_reads_the_store_and_exits_1(tmp_path: Path) -> None:
+    _filled(tmp_path)
+    f = tmp_path / "broken.yaml"
+    f.write_text("jobs:\n  a: {every: 1h, comand: 'true'}\n")
+    argv = [CROND, "output", str(f), "run-3", "--state-dir", str(tmp_path / "st")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert f"{f}:2:" in done.stderr
+    assert "has errors (above); its history follows" in done.stderr
+    assert "== b run run-3 attempt 1: killed" in done.stderr

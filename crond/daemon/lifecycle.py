@@ -282,7 +282,8 @@ class Daemon:
         """A reload asked on the control socket: SIGHUP's, and its outcome once done (a
         reload already under way reads the file once more, as for a second SIGHUP)."""
         if self._signals:
-            return {"reloaded": False, "errors": ["the daemon is stopping"], "jobs": 0}
+            jobs = len(self.cfg.jobs)
+            return {"reloaded": False, "errors": ["the daemon is stopping"], "jobs": jobs}
         self._on_hup()
         assert self._reloading is not None
         await asyncio.shield(self._reloading)  # a caller that hangs up stops no reload
