@@ -122,7 +122,7 @@ def _dicts(value: object) -> list[dict[str, Any]]:
 @_SOCKET
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 def ps(file: Path, state_dir: str | None, socket_flag: Path | None, as_json: bool) -> None:
-    """Runs going now in the daemon running FILE."""
+    """The pid of the daemon running FILE, and the runs going now in it."""
     from crond.control import views  # noqa: PLC0415  (see the imports above)
 
     answer = _steer(file, state_dir, socket_flag, "ps", {})
