@@ -13,6 +13,7 @@ import click
 if TYPE_CHECKING:
     from crond.config import problems
     from crond.config.loaded import LoadedConfig
+    from crond.store.base import Reader
 
 
 def load(path: Path, *, check_owner: bool, stdin: bool = False) -> LoadedConfig:
@@ -48,3 +49,14 @@ def exit_with(path: Path, exc: problems.ConfigError, *, as_json: bool = False) -
         said = f"more than {MAX_PROBLEMS:,}" if count > MAX_PROBLEMS else str(count)
         click.echo(f"{name}: {said} error{'s' if count != 1 else ''}", err=True)
     sys.exit(1)
+
+
+def reader_for(cfg: LoadedConfig, flag: str | None) -> Reader:
+    """The store the file's daemon writes: its cluster's database, or its state directory
+    (`--state-dir` names one). Raises StateError."""
+    from crond.store import locate  # noqa: PLC0415  (only for commands that read the store)
+
+    daemon = cfg.daemon
+    return locate.open_reader(
+        flag, daemon.state_dir, database=daemon.database, cluster=daemon.cluster
+    )

@@ -189,6 +189,38 @@ def test_ps_table_and_json(file: Path, daemon: Daemon) -> None:
     assert daemon.handler.asked == [("ps", {}), ("ps", {})]
 
 
+def test_ps_says_the_daemons_pid_and_replica_first(file: Path, daemon: Daemon) -> None:
+    daemon.handler.answers["ps"] = {"runs": [RUN], "pid": 31337, "replica": "r1"}
+    result = crond("ps", file)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "daemon pid 31337, replica r1"
+    assert result.stdout.splitlines()[1].startswith("JOB ")
+    result = crond("ps", file, "--json")
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {**RUN, "daemon_pid": 31337}
+    ]
+
+
+def test_reload_prints_the_counts_or_the_errors(file: Path, daemon: Daemon) -> None:
+    daemon.handler.answers["reload"] = {
+        "reloaded": True, "jobs": 1, "added": [], "removed": ["old"], "changed": []
+    }  # fmt: skip
+    result = crond("reload", file)
+    assert (result.exit_code, result.stdout) == (
+        0,
+        "reloaded: 1 job (0 added; 1 removed: old; 0 changed)\n",
+    )
+    daemon.handler.answers["reload"] = {
+        "reloaded": False, "jobs": 3, "errors": ["s.yaml:2:5: jobs.a.cron: bad"]
+    }  # fmt: skip
+    result = crond("reload", file)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "s.yaml:2:5: jobs.a.cron: bad",
+        f"crond: {file} was not reloaded (errors above); the daemon keeps the 3 jobs it had",
+    ]
+
+
 # --- trigger ---------------------------------------------------------------------------
 
 

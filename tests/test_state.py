@@ -750,7 +750,9 @@ class _MemoryStore:
     def last(self, job: str, *, outcome: str | None = None) -> base.AttemptRow | None:
         return None
 
-    def recent(self, job: str | None, limit: int) -> list[base.AttemptRow]:
+    def recent(
+        self, job: str | None, limit: int, only: base.Only = base.EVERY
+    ) -> list[base.AttemptRow]:
         return []
 
     def summaries(self) -> dict[str, base.Summary]:

@@ -1,5 +1,5 @@
 """The daemon's answers on its control socket (docs/control.md): `ps`, `trigger`, `kill`,
-`pause`, `resume`, between the socket's server (crond/control/server.py) and the loop.
+`pause`, `resume`, `reload`, between the socket's server (crond/control/server.py) and the loop.
 
 Each answer is worked out on the loop's own thread, in a few microseconds, and logged
 with who asked (`by`: the caller's uid, user and pid from the socket's credentials). A
@@ -15,7 +15,8 @@ import asyncio
 import contextlib
 import itertools
 import json
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,6 +62,8 @@ class Steering:
         # Told (job, paused) whenever a pause begins or ends (the metrics' crond_job_paused).
         self.on_paused = on_paused
         self._server: ControlServer | None = None
+        # `reload`: the daemon's reload, as SIGHUP's, answering its outcome (lifecycle.py).
+        self.reload: Callable[[], Awaitable[dict[str, Any]]] | None = None
 
     async def start(self, path: Path | None) -> None:
         """Listen at `path` (None: `control_socket: none`). A socket that cannot be made is
@@ -105,7 +108,10 @@ class Steering:
         self, cmd: str, args: dict[str, Any], caller: Caller, send: Send
     ) -> dict[str, Any]:
         if cmd == "ps":
-            return ok({"runs": self._ps()})
+            return ok({"runs": self._ps(), **self._whoami()})
+        if cmd == "reload" and self.reload is not None:
+            self.log.info("config.reload_requested", by=caller.by())
+            return ok(await self.reload())
         if cmd == "trigger":
             return await self._trigger(str(args["job"]), bool(args.get("wait")), caller, send)
         if cmd == "kill":
@@ -124,6 +130,13 @@ class Steering:
         for row in rows:
             row["replica"] = self.cluster.replica
         return rows + self.cluster.other_runs()
+
+    def _whoami(self) -> dict[str, Any]:
+        """This daemon's pid (for a `kill -HUP` or a debugger), and its replica's name."""
+        mine: dict[str, Any] = {"pid": os.getpid()}
+        if self.cluster is not None:
+            mine["replica"] = self.cluster.replica
+        return mine
 
     def _run_row(self, run: object) -> dict[str, Any]:
         assert isinstance(run, runner.Run)

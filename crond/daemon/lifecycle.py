@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import os
 import resource
@@ -136,10 +137,12 @@ class Daemon:
             on_paused=self.telling.paused,
             cluster=self.cluster,
         )
+        self.steering.reload = self.reload_asked  # `crond reload`, as SIGHUP
         self._settings(cfg)
         self._signals = 0
         self._reload_wanted = False
         self._reloading: asyncio.Task[None] | None = None
+        self._reloaded: dict[str, Any] = {}  # the last reload's outcome, for `crond reload`
         self._tasks: asyncio.TaskGroup | None = None
         self._run_ids: dict[tuple[str, datetime], str] = {}  # run ids chosen by _prepare
 
@@ -262,14 +265,28 @@ class Daemon:
             self._reload_wanted = False
             self.notifier.reloading()
             new = await _read(self.path, self.log)
-            if new is not None and not self._signals:
+            if isinstance(new, list):
+                self._reloaded = {"reloaded": False, "errors": new, "jobs": len(self.cfg.jobs)}
+            elif not self._signals:
                 self._swap(*new)
-            self.telling.reloaded(new is not None)
+            self.telling.reloaded(not isinstance(new, list))
             self.notifier.ready()
+
+    async def reload_asked(self) -> dict[str, Any]:
+        """A reload asked on the control socket: SIGHUP's, and its outcome once done (a
+        reload already under way reads the file once more, as for a second SIGHUP)."""
+        if self._signals:
+            jobs = len(self.cfg.jobs)
+            return {"reloaded": False, "errors": ["the daemon is stopping"], "jobs": jobs}
+        self._on_hup()
+        assert self._reloading is not None
+        await asyncio.shield(self._reloading)  # a caller that hangs up stops no reload
+        return self._reloaded
 
     def _swap(self, new: LoadedConfig, digest: str | None) -> None:
         with loader.gc_paused():
             diff = self.loop.load(new.jobs)
+        self._reloaded = {"reloaded": True, "jobs": len(new.jobs), **dataclasses.asdict(diff)}
         self.cfg = new
         self.digest = digest
         self.specs = {name: spec for name, spec in self.specs.items() if name in new.jobs}
@@ -390,19 +407,18 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
     return asyncio.run(Daemon(path, cfg, options, log, SystemClock(), digest=digest).serve())
 
 
-async def _read(path: Path, log: FilteringBoundLogger) -> tuple[LoadedConfig, str | None] | None:
-    """The file again, through the same checks as at start; None (logged) if refused."""
+async def _read(
+    path: Path, log: FilteringBoundLogger
+) -> tuple[LoadedConfig, str | None] | list[str]:
+    """The file again, through the same checks as at start; its errors (logged) if refused."""
     try:
         return await asyncio.to_thread(functools.partial(loader.load_file, path, strict=True))
     except problems.ConfigError as exc:
-        log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
-        return None
+        errors = [str(p) for p in exc.problems]
     except Exception as exc:  # noqa: BLE001  (a bug of the loader must not stop the jobs)
-        log.error(
-            "config.reload_failed",
-            errors=[f"{path}: could not be loaded ({type(exc).__name__}: {exc})"],
-        )
-        return None
+        errors = [f"{path}: could not be loaded ({type(exc).__name__}: {exc})"]
+    log.error("config.reload_failed", errors=errors)
+    return errors
 
 
 def _view_row(entry: Entry) -> ViewRow:

@@ -79,6 +79,30 @@ class AttemptRow:
     replica: str | None = None  # the replica that ran it; None in a store of one daemon
 
 
+FAILED_OUTCOMES: tuple[str, ...] = ("failed", "timeout", "killed", "lost")
+
+
+class Only(NamedTuple):
+    """Which attempts `Reader.recent` returns (`crond history`'s filters): those that did
+    not succeed (`failed`: FAILED_OUTCOMES), those started at or after `since`, those of
+    one run (`run_id`). The default is every attempt."""
+
+    failed: bool = False
+    since: datetime | None = None
+    run_id: str | None = None
+
+
+EVERY = Only()
+
+
+class PerReplica(NamedTuple):
+    """A `replicas: all` job on one replica: its newest attempt there, and its newest
+    success there (None: none kept)."""
+
+    last: AttemptRow
+    success: AttemptRow | None
+
+
 class Summary(NamedTuple):
     """One job's newest attempt and its last success (kept even when older than the
     history kept), with instants as `clock.iso_utc` wrote them."""
@@ -245,8 +269,9 @@ class Reader(Protocol):
         """The job's newest attempt (with that outcome), if any is kept."""
         ...
 
-    def recent(self, job: str | None, limit: int) -> list[AttemptRow]:
-        """The newest `limit` attempts (of `job`, or of every job), oldest first."""
+    def recent(self, job: str | None, limit: int, only: Only = EVERY) -> list[AttemptRow]:
+        """The newest `limit` attempts (of `job`, or of every job) that `only` keeps,
+        oldest first."""
         ...
 
     def summaries(self) -> dict[str, Summary]:
@@ -398,6 +423,9 @@ class ClusterReader(Reader, Protocol):
     def open_runs(self) -> list[AttemptRow]: ...
     def clock(self) -> datetime: ...
     def newest_replicas(self) -> dict[str, str]: ...
+    def per_replica(self, jobs: Sequence[str]) -> dict[str, dict[str, PerReplica]]:
+        """Of each of `jobs`, by replica: its newest attempt and newest success there."""
+        ...
 
 
 class Replicated(Store, ClusterReader, Protocol):
