@@ -53,6 +53,7 @@ class Steering:
         recorder: StoreRecorder,
         on_paused: Callable[[str, bool], None] | None = None,
         cluster: Cluster | None = None,
+        reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.log = log
         self.cluster = cluster  # a replica's: ps and kill reach the other replicas
@@ -63,7 +64,7 @@ class Steering:
         self.on_paused = on_paused
         self._server: ControlServer | None = None
         # `reload`: the daemon's reload, as SIGHUP's, answering its outcome (lifecycle.py).
-        self.reload: Callable[[], Awaitable[dict[str, Any]]] | None = None
+        self.reload = reload
 
     async def start(self, path: Path | None) -> None:
         """Listen at `path` (None: `control_socket: none`). A socket that cannot be made is

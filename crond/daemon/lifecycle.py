@@ -136,8 +136,8 @@ class Daemon:
             recorder=self.recorder,
             on_paused=self.telling.paused,
             cluster=self.cluster,
+            reload=self.reload_asked,  # `crond reload`, as SIGHUP
         )
-        self.steering.reload = self.reload_asked  # `crond reload`, as SIGHUP
         self._settings(cfg)
         self._signals = 0
         self._reload_wanted = False
