@@ -306,7 +306,9 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     except problems.ConfigError as exc:
         # A broken edit is what the daemon refuses to reload: it runs the jobs it had, and
         # those are worth seeing. The errors first, then that, and exit 1 all the same.
-        running = view.quick(file, state_dir, now, as_json=as_json, same_bytes=False)
+        running = None
+        if view.names_its_store(file):
+            running = view.quick(file, state_dir, now, as_json=as_json, same_bytes=False)
         if running is None:
             exit_with(file, exc)
         for problem in exc.problems:
@@ -334,6 +336,8 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     if why:
         click.echo(f"crond: {why}", err=True)
     _write(text)
+    if why:  # no history read: "never ran" and "could not look" must differ (as history)
+        sys.exit(1)
 
 
 def _write(text: str) -> None:
@@ -370,7 +374,10 @@ def history(file: Path, job: str | None, state_dir: str | None, count: int, as_j
         cfg: LoadedConfig | None = load(file, check_owner=False)
         broken = None
     except problems.ConfigError as exc:
-        # As for `status`: a broken edit does not make the past unreadable.
+        # As for `status`: a broken edit does not make the past unreadable; but a file
+        # that is not there, or not YAML, is nobody's: no store is read for it.
+        if not view.names_its_store(file):
+            exit_with(file, exc)
         cfg, broken = None, exc
     try:
         reader = (
