@@ -16,7 +16,7 @@ import click
 
 from crond import __version__
 from crond import cliparams as params
-from crond.clifile import exit_with, load, load_or_exit
+from crond.clifile import exit_with, liveness_file_of, load, load_or_exit
 from crond.clock import SystemClock
 from crond.daemon import liveness
 from crond.store import locate
@@ -250,11 +250,12 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
 
 
 @main.command()
+@click.argument("file", type=params.FILE, required=False)
 @click.option(
     "--liveness-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=liveness.DEFAULT_PATH,
-    show_default=True,
+    default=None,
+    help=f"The liveness file (default: FILE's daemon.liveness_file, else {liveness.DEFAULT_PATH}).",
 )
 @click.option(
     "--max-age",
@@ -262,9 +263,10 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
     default=None,
     help="Stale when older than this (default: 3 heartbeats + 1s).",
 )
-def health(liveness_file: Path, max_age: timedelta | None) -> None:
-    """Exit 0 when the liveness file is there and fresh, 1 otherwise."""
-    result = liveness.check(liveness_file, SystemClock().now(), max_age)
+def health(file: Path | None, liveness_file: Path | None, max_age: timedelta | None) -> None:
+    """Exit 0 when the liveness file of FILE's daemon is there and fresh, 1 otherwise."""
+    path = liveness_file or liveness_file_of(file, liveness.DEFAULT_PATH)
+    result = liveness.check(path, SystemClock().now(), max_age)
     click.echo(result.message, err=not result.ok)
     sys.exit(0 if result.ok else 1)
 
