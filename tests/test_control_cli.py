@@ -398,3 +398,15 @@ def test_another_user_is_told_who_may() -> None:
         f"crond: permission denied connecting to {sock}: only root may steer this crond; to "
         "let a group in, see docs/control.md 'Letting operators use it'\n"
     )
+
+
+def test_the_refusal_while_the_database_is_away_reads_as_the_docs_quote_it() -> None:
+    """One wording, in the code and in both pages, naming what every replica has with no
+    setting: the event in its log."""
+    from crond.daemon.control import DATABASE_AWAY  # noqa: PLC0415
+
+    said = "crond: " + DATABASE_AWAY.format(what="pause")
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    for page in ("control.md", "replicas.md"):
+        assert said in " ".join((docs / page).read_text().split()), page
+    assert "`database.available`" in (docs / "running.md").read_text()
