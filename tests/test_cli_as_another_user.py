@@ -158,3 +158,13 @@ def test_a_refused_user_is_told_who_may_and_never_to_join_root(
             f"only root and the group {name} may steer this crond (ask to be added to group {name})"
         )
     assert done.stderr == f"crond: permission denied connecting to {state / 'crond.sock'}: {who}\n"
+
+
+@pytest.mark.parametrize("command", ["status", "history"])
+def test_a_state_dir_it_may_not_read_exits_1(system: Path, place: Path, command: str) -> None:
+    """A monitoring script must tell "never ran" from "could not look"."""
+    state = place / "st"
+    state.mkdir(mode=0o700)
+    done = as_nobody(system, command, place / "s.yaml", "--state-dir", state)
+    assert done.returncode == 1
+    assert done.stderr == f"crond: {state / 'crond.sqlite3'}: Permission denied\n"
