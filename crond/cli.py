@@ -16,7 +16,7 @@ import click
 
 from crond import __version__
 from crond import cliparams as params
-from crond.clifile import exit_with, load, load_or_exit, reader_for
+from crond.clifile import exit_with, liveness_file_of, load, load_or_exit, reader_for
 from crond.clock import SystemClock
 from crond.daemon import liveness
 from crond.store.base import Reader, StateError
@@ -259,11 +259,12 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
 
 
 @main.command()
+@click.argument("file", type=params.FILE, required=False)
 @click.option(
     "--liveness-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=liveness.DEFAULT_PATH,
-    show_default=True,
+    default=None,
+    help=f"The liveness file (default: FILE's daemon.liveness_file, else {liveness.DEFAULT_PATH}).",
 )
 @click.option(
     "--max-age",
@@ -271,9 +272,10 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
     default=None,
     help="Stale when older than this (default: 3 heartbeats + 1s).",
 )
-def health(liveness_file: Path, max_age: timedelta | None) -> None:
-    """Exit 0 when the liveness file is there and fresh, 1 otherwise."""
-    result = liveness.check(liveness_file, SystemClock().now(), max_age)
+def health(file: Path | None, liveness_file: Path | None, max_age: timedelta | None) -> None:
+    """Exit 0 when the liveness file of FILE's daemon is there and fresh, 1 otherwise."""
+    path = liveness_file or liveness_file_of(file, liveness.DEFAULT_PATH)
+    result = liveness.check(path, SystemClock().now(), max_age)
     click.echo(result.message, err=not result.ok)
     sys.exit(0 if result.ok else 1)
 
@@ -306,7 +308,9 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     except problems.ConfigError as exc:
         # A broken edit is what the daemon refuses to reload: it runs the jobs it had, and
         # those are worth seeing. The errors first, then that, and exit 1 all the same.
-        running = view.quick(file, state_dir, now, as_json=as_json, same_bytes=False)
+        running = None
+        if view.names_its_store(file):
+            running = view.quick(file, state_dir, now, as_json=as_json, same_bytes=False)
         if running is None:
             exit_with(file, exc)
         for problem in exc.problems:
@@ -334,6 +338,8 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     if why:
         click.echo(f"crond: {why}", err=True)
     _write(text)
+    if why:  # no history read: "never ran" and "could not look" must differ (as history)
+        sys.exit(1)
 
 
 def _write(text: str) -> None:

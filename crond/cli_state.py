@@ -32,6 +32,9 @@ def _open(file: Path, state_dir: str | None) -> tuple[Reader, dict[str, LoadedJo
     try:
         cfg = load(file, check_owner=False)
     except problems.ConfigError as exc:
+        # A file that is not there, or not YAML, is nobody's: no store is read for it.
+        if not view.names_its_store(file):
+            exit_with(file, exc)
         cfg, broken = None, exc
     try:
         reader = (

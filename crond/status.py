@@ -62,6 +62,7 @@ __all__ = [
     "format_status",
     "format_status_json",
     "live_replicas",
+    "names_its_store",
     "pause_json",
     "pause_text",
     "quick",
@@ -258,6 +259,21 @@ def _render(
         live=cluster.live,
         by_row=cluster.by_row,
     )
+
+
+def names_its_store(path: Path) -> bool:
+    """Whether a file that does not load still tells whose history to show: it reads, and
+    is YAML with a mapping at the top (a broken edit: its `daemon:` block, or the lack of
+    one, names its daemon's store). A file that is not there, or not YAML at all, tells
+    nothing: the default place's store would show another daemon's history as its own."""
+    try:
+        text = ownership.read_schedules_file(path, enforce=False).decode("utf-8")
+    except (ownership.FileRefused, UnicodeDecodeError):
+        return False
+    from crond.config import yamlsource  # noqa: PLC0415  (~20 ms: only for a broken file)
+
+    source = yamlsource.parse(text, keep=frozenset())
+    return not source.problems and isinstance(source.data, dict)
 
 
 def open_reader_for(path: Path, flag: str | None) -> Reader:

@@ -35,11 +35,12 @@ _SOCKET = click.option(
 _ASKED_WRONG = ("refused", "not_found")
 
 
-def _socket_of(file: Path, state_dir: str | None, flag: Path | None) -> Path:
+def _socket_of(file: Path, state_dir: str | None, flag: Path | None) -> tuple[Path, str]:
     """Where the daemon running FILE listens: `--socket`, else as the daemon finds it
-    (crond/control/where.py), from the file's `daemon:` block alone when that is clear."""
+    (crond/control/where.py), from the file's `daemon:` block alone when that is clear;
+    and what to say if no daemon is there."""
     if flag is not None:
-        return flag
+        return flag, f"no socket at {flag}"
     from crond import ownership  # noqa: PLC0415  (see the imports above)
     from crond.control import where  # noqa: PLC0415
 
@@ -57,7 +58,8 @@ def _socket_of(file: Path, state_dir: str | None, flag: Path | None) -> Path:
     if path is None:
         click.echo(f"crond: {file} turns the control socket off (control_socket: none)", err=True)
         sys.exit(2)
-    return where.fallback(path, configured, state_dir, configured_dir)
+    path = where.fallback(path, configured, state_dir, configured_dir)
+    return path, where.not_there(path, configured, state_dir, configured_dir)
 
 
 def _steer(
@@ -74,7 +76,7 @@ def _steer(
     said it, and exits 1 (about what was asked) or 2 (could not steer it at all)."""
     from crond.control import client  # noqa: PLC0415  (see the imports above)
 
-    path = _socket_of(file, state_dir, flag)
+    path, not_there = _socket_of(file, state_dir, flag)
     final: dict[str, object] = {}
     try:
         # A trigger of an `overlap: replace` job answers once the runs it replaces have
@@ -87,7 +89,7 @@ def _steer(
             else:
                 _echo_stream(message)
     except client.NoDaemon:
-        click.echo(f"crond: no crond is running for {file} (no socket at {path})", err=True)
+        click.echo(f"crond: no crond is running for {file} ({not_there})", err=True)
         sys.exit(2)
     except client.ClientError as exc:
         click.echo(f"crond: {exc}", err=True)

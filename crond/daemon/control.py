@@ -39,6 +39,12 @@ _EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 _LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 T = TypeVar("T")
 STREAM_BACKLOG = 1000  # lines of a waited-for run queued for a caller that reads slowly
+# A pause or resume refused while the database is away, as docs/control.md and
+# docs/replicas.md quote it: the event it names is in every replica's log, with no setting.
+DATABASE_AWAY = (
+    "the cluster's database is unavailable: a {what} applies to every replica and is kept "
+    "there; try again when it answers (the daemon logs database.available then)"
+)
 
 
 class Steering:
@@ -268,12 +274,7 @@ class Steering:
         refused (a replica that held or freed the job alone would be undone by the others,
         or by the database, when it answers again)."""
         if self.recorder.write(write) is None:
-            raise ControlError(
-                "refused",
-                f"the cluster's database is unavailable: a {what} applies to every replica "
-                "and is kept there; try again when it answers (the liveness file's database key "
-                "says when)",
-            )
+            raise ControlError("refused", DATABASE_AWAY.format(what=what))
 
     def _clear(self, name: str) -> None:
         self.recorder.write(lambda store: store.clear_pause(name))
