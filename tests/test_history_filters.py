@@ -68,7 +68,7 @@ def _crond(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _filled(tmp_path: Path) -> None:
-    store = state.Store(tmp_path / "st")
+    store = state.SqliteStore(tmp_path / "st")
     _fill(store)
     store.close()
 

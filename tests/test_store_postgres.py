@@ -41,7 +41,7 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     if request.param == "sqlite":
 
         def make(history: int = 100) -> base.Store:
-            return state.Store(tmp_path, history=history)
+            return state.SqliteStore(tmp_path, history=history)
 
     else:
         url = request.getfixturevalue("pg_url")

@@ -13,7 +13,7 @@ from crond.clock import FakeClock
 from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
-from crond.daemon.systemd import Notifier
+from crond.daemon.systemd import Systemd
 from crond.daemon.telling import Telling
 from tests.test_loop import FakeEffects
 
@@ -27,7 +27,7 @@ def make() -> tuple[FakeClock, Heartbeat, Telling]:
         clock=clock, log=log, effects=FakeEffects(clock, []), heartbeat=timedelta(seconds=10)
     )
     recorder = StoreRecorder(None, log, clock)
-    heartbeat = Heartbeat(loop, recorder, Notifier({}), log, lambda: None)
+    heartbeat = Heartbeat(loop, recorder, Systemd({}), log, lambda: None)
     telling = Telling(log=log, clock=clock, loop=loop, recorder=recorder, heartbeat=heartbeat)
     return clock, heartbeat, telling
 

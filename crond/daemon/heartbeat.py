@@ -22,7 +22,7 @@ from crond.clock import iso_utc
 from crond.daemon import liveness
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
-from crond.daemon.systemd import Notifier
+from crond.daemon.systemd import Systemd
 from crond.store.base import ReplicaTaken
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class Heartbeat:
         self,
         loop: Loop,
         recorder: StoreRecorder,
-        notifier: Notifier,
+        notifier: Systemd,
         log: FilteringBoundLogger,
         on_reopen: Callable[[], None],
     ) -> None:

@@ -38,7 +38,7 @@ from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Gate, Loop, RunHandle
 from crond.daemon.recorder import StoreRecorder
-from crond.daemon.systemd import Notifier
+from crond.daemon.systemd import Systemd
 from crond.daemon.telling import Telling
 from crond.run import runner
 from crond.schedule.actions import Claims, Key
@@ -94,7 +94,7 @@ class Daemon:
         self.options = options
         self.log = log
         self.clock = clock
-        self.notifier = Notifier()
+        self.notifier = Systemd()
         self.specs: dict[str, tuple[LoadedJob, runner.RunSpec]] = {}
         state_dir = locate.resolve_dir(options.state_dir, cfg.daemon.state_dir)
         url = database_url(cfg)

@@ -47,7 +47,7 @@ def open_store(directory: Path, *, aside: bool = False) -> Store:
     """The daemon's store in `directory` (made if needed), locked for this process.
     `aside`: it is known to be damaged: keep it under another name, start afresh.
     Raises StateError."""
-    return sqlite.Store(directory, aside=aside)
+    return sqlite.SqliteStore(directory, aside=aside)
 
 
 def database_url(configured: str | None, environ: dict[str, str] | None = None) -> str | None:

@@ -43,14 +43,14 @@ from crond.store.sqlite_read import (
     is_corrupt,
 )
 
-__all__ = ["DB_NAME", "LOCK_NAME", "Reader", "Store"]
+__all__ = ["DB_NAME", "LOCK_NAME", "Reader", "SqliteStore"]
 
 # Commits between checkpoints: a few pages each, so the WAL stays around a megabyte.
 _CHECKPOINT_EVERY = 200
 _VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_note"
 
 
-class Store(Reads):
+class SqliteStore(Reads):
     """One SQLite file, opened by the daemon. Not thread-safe: use it from the event
     loop's thread."""
 
