@@ -225,7 +225,7 @@ def _validated(
     unused = database.without_database(data, jobs, context.environ)
     if (unset or unused) and not located:
         raise _PlacesNeeded
-    unset_problems = _unset_problems(unset, source, filename)
+    unset_problems = _unset_problems(unset, source, filename, context.environ)
     if context.strict:
         problems += unset_problems
     if isinstance(jobs, dict):
@@ -259,10 +259,13 @@ def _validated(
 
 
 def _unset_problems(
-    unset: list[tuple[yamlsource.Path, str]], source: yamlsource.Source, filename: str
+    unset: list[tuple[yamlsource.Path, str]],
+    source: yamlsource.Source,
+    filename: str,
+    environ: Mapping[str, str],
 ) -> list[Problem]:
     return [
-        Problem.at(filename, source.locate(path), path, notifiers.unset_message(name))
+        Problem.at(filename, source.locate(path), path, notifiers.unset_message(name, environ))
         for path, name in itertools.islice(unset, MAX_PROBLEMS + 1)
     ]
 
