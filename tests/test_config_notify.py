@@ -172,7 +172,7 @@ BAD = [
     (
         "metrics_no_host",
         "daemon:\n  metrics: ':9464'\n" + JOB,
-        "s.yaml:2:12: daemon.metrics: ':9464' has no host; write HOST:PORT, e.g. "
+        "s.yaml:2:12: daemon.metrics: ':9464' has no host: write HOST:PORT, e.g. "
         "127.0.0.1:9464 (this host only) or 0.0.0.0:9464",
     ),
     (
@@ -183,7 +183,31 @@ BAD = [
     (
         "metrics_a_number",
         "daemon:\n  metrics: 9464\n" + JOB,
-        "s.yaml:2:12: daemon.metrics: 9464 is not HOST:PORT, e.g. 127.0.0.1:9464",
+        "s.yaml:2:12: daemon.metrics: 9464 has no host: write HOST:PORT, e.g. 127.0.0.1:9464 "
+        "(this host only) or 0.0.0.0:9464",
+    ),
+    (
+        "metrics_port_as_text",
+        "daemon:\n  metrics: '9100'\n" + JOB,
+        "s.yaml:2:12: daemon.metrics: '9100' has no host: write HOST:PORT, e.g. 127.0.0.1:9100 "
+        "(this host only) or 0.0.0.0:9100",
+    ),
+    (
+        "metrics_a_url",
+        "daemon:\n  metrics: http://127.0.0.1:9100/metrics\n" + JOB,
+        "s.yaml:2:12: daemon.metrics: 'http://127.0.0.1:9100/metrics': a URL is not HOST:PORT: "
+        "write 127.0.0.1:9100 (the paths are /metrics and /healthz)",
+    ),
+    (
+        "metrics_a_path",
+        "daemon:\n  metrics: localhost:9464/healthz\n" + JOB,
+        "s.yaml:2:12: daemon.metrics: 'localhost:9464/healthz': a path is not part of it: "
+        "write localhost:9464 (the paths are /metrics and /healthz)",
+    ),
+    (
+        "metrics_no_port",
+        "daemon:\n  metrics: localhost\n" + JOB,
+        "s.yaml:2:12: daemon.metrics: 'localhost' has no port: write localhost:9464",
     ),
     (
         "header_name",
