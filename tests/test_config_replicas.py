@@ -57,19 +57,32 @@ def one(text: str, environ: dict[str, str] | None = None) -> str:
 GOOD_DATABASES = [
     "postgresql://crond@db.internal/crond",
     "postgres://db.internal:5433/crond?sslmode=require&application_name=crond",
-    f"postgresql://crond:{SECRET}@[::1]/crond",
+    "postgresql://crond@[::1]/crond?sslmode=verify-full&target_session_attrs=read-write",
+    "postgresql://crond:@db1:5432,db2/crond?connect_timeout=10",  # an empty password
     "postgresql:///crond?host=/run/postgresql",
-    "host=db.internal dbname=crond user=crond",
+    "host=db.internal dbname=crond user=crond port=5432,5433 sslmode=verify-ca",
+    "host=a,b port=,6432 target_session_attrs=prefer-standby connect_timeout=' 5'",
+]
+WITH_PASSWORD = [
+    f"postgresql://crond:{SECRET}@[::1]/crond",
     f"host = db.internal  password = '{SECRET} with spaces'",
 ]
+PASSWORD_WARNING = (
+    "s.yaml:2:13: daemon.database: the connection string holds a password, which belongs "
+    "outside the schedules file: put it in ~/.pgpass of the user crond runs as (mode 0600), "
+    'or PGPASSWORD in the unit\'s environment (docs/replicas.md, "Deploying")'
+)
 
 
-@pytest.mark.parametrize("url", GOOD_DATABASES)
+@pytest.mark.parametrize("url", GOOD_DATABASES + WITH_PASSWORD)
 def test_a_libpq_url_or_key_value_string_is_taken_as_written(url: str) -> None:
     text = daemon(f"database: {json.dumps(url)}\n")
-    cfg = loader.loads(text, "s.yaml", environ={})
-    assert cfg.daemon.database == url
-    assert cfg.env_warnings == []
+    for strict in (False, True):  # validate; run
+        cfg = loader.loads(text, "s.yaml", environ={}, strict=strict)
+        assert cfg.daemon.database == url
+        warned = [] if url in GOOD_DATABASES else [PASSWORD_WARNING]
+        assert [str(w) for w in cfg.env_warnings] == warned
+        assert all(SECRET not in str(w) for w in cfg.env_warnings)
 
 
 # (id, database as written in YAML, the one line crond must print, exactly). Each holds
@@ -151,6 +164,50 @@ BAD_DATABASES = [
         f'"host=h password={SECRET * 400}"',
         "s.yaml:2:13: daemon.database: a connection string of 5,616 characters is too long "
         "(at most 4,096) (the value is not shown, it may hold a password)",
+    ),
+    (
+        "sslmode_typo",
+        f'"postgresql://crond:{SECRET}@db.internal/crond?sslmode=verify_full"',
+        's.yaml:2:13: daemon.database: sslmode "verify_full" is not one of disable, allow, '
+        'prefer, require, verify-ca, verify-full (did you mean "verify-full"?)',
+    ),
+    (
+        "sslmode_key_value",
+        f'"host=db.internal password={SECRET} sslmode=Require"',
+        's.yaml:2:13: daemon.database: sslmode "Require" is not one of disable, allow, '
+        'prefer, require, verify-ca, verify-full (did you mean "require"?)',
+    ),
+    (
+        "target_session_attrs",
+        f'"postgresql://u:{SECRET}@h/db?target_session_attrs=readwrite"',
+        's.yaml:2:13: daemon.database: target_session_attrs "readwrite" is not one of any, '
+        'read-write, read-only, primary, standby, prefer-standby (did you mean "read-write"?)',
+    ),
+    (
+        "port_in_url",
+        f'"postgresql://u:{SECRET}@db.internal:5432x/crond"',
+        's.yaml:2:13: daemon.database: the port "5432x" is not a number from 1 to 65535',
+    ),
+    (
+        "second_port_in_url",
+        f'"postgresql://u:{SECRET}@db1:5432,db2:70000/crond"',
+        's.yaml:2:13: daemon.database: the port "70000" is not a number from 1 to 65535',
+    ),
+    (
+        "port_key_value",
+        f'"host=db.internal password={SECRET} port=abc"',
+        's.yaml:2:13: daemon.database: the port "abc" is not a number from 1 to 65535',
+    ),
+    (
+        "port_query",
+        f'"postgresql://u:{SECRET}@db.internal/crond?port=0"',
+        's.yaml:2:13: daemon.database: the port "0" is not a number from 1 to 65535',
+    ),
+    (
+        "connect_timeout",
+        f'"postgresql://u:{SECRET}@db.internal/crond?connect_timeout=10s"',
+        's.yaml:2:13: daemon.database: connect_timeout "10s" is not a whole number of '
+        "seconds (e.g. connect_timeout=10)",
     ),
     (
         "not_text",
@@ -367,6 +424,20 @@ def test_validate_prints_the_warnings_and_passes(tmp_path: Path) -> None:
     expected = [line.replace("s.yaml", str(path), 1) for line in UNUSED_LINES]
     assert done.stderr.splitlines() == [line.replace(": ", ": warning: ", 1) for line in expected]
     assert done.stdout == f"{path}: 2 jobs OK\n"
+
+
+def test_validate_checks_libpq_values_and_warns_of_a_password(tmp_path: Path) -> None:
+    url = f"postgresql://crond:{SECRET}@db.internal/crond"
+    typo = schedules(tmp_path, daemon(f"database: {url}?sslmode=verify_full\n"))
+    done = crond("validate", str(typo))
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0].startswith(f'{typo}:2:13: daemon.database: sslmode "ver')
+    warned = schedules(tmp_path, daemon(f"database: {url}\n"))
+    done = crond("validate", str(warned))
+    assert done.returncode == 0, done.stderr
+    warning = PASSWORD_WARNING.replace("s.yaml", str(warned), 1)
+    assert done.stderr.splitlines() == [warning.replace(": ", ": warning: ", 1)]
+    assert SECRET not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("command", [["validate"], ["run", "--state-dir", "none"]])
