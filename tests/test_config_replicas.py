@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from crond.config import loader
+from crond.config import database, loader
 from crond.config.model import Replicas
 from crond.config.problems import ConfigError, Problem
+from tests.e2e.harness import Crond
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "hunter2-S3CRET"  # a password: must never reach a message
@@ -438,6 +440,52 @@ def test_validate_checks_libpq_values_and_warns_of_a_password(tmp_path: Path) ->
     warning = PASSWORD_WARNING.replace("s.yaml", str(warned), 1)
     assert done.stderr.splitlines() == [warning.replace(": ", ": warning: ", 1)]
     assert SECRET not in done.stdout + done.stderr
+
+
+def test_run_warns_once_of_a_replica_name_given_without_a_database(tmp_path: Path) -> None:
+    path = schedules(tmp_path, JOB)
+    env = {"CROND_REPLICA": "r8", "CROND_DATABASE_URL": ""}
+    daemon = Crond([str(path), "--replica", "r9", "--state-dir", str(tmp_path / "st")], env)
+    try:
+        daemon.wait_for("daemon.started")
+        daemon.signal(signal.SIGHUP)
+        daemon.wait_for("config.reloaded")
+    finally:
+        assert daemon.stop() == 0
+    warned = [e for e in daemon.events if e["event"] == "config.warning"]
+    assert [(e["level"], e["warning"]) for e in warned] == [
+        ("warning", f"--replica {UNUSED}"),
+        ("warning", f"CROND_REPLICA {UNUSED}"),
+    ]
+    assert daemon.names().index("config.warning") < daemon.names().index("daemon.started")
+
+
+REPLICA = "CROND_REPLICA"
+
+
+@pytest.mark.parametrize(
+    ("written", "flag", "environ", "said"),
+    [
+        (None, "r9", {}, ["--replica"]),
+        (None, None, {"CROND_REPLICA": "r8"}, [REPLICA]),
+        (None, "r9", {"CROND_REPLICA": "r8", "CROND_DATABASE_URL": ""}, ["--replica", REPLICA]),
+        ("host=h", "r9", {"CROND_REPLICA": "r8"}, []),
+        (None, "r9", {"CROND_DATABASE_URL": "host=h"}, []),
+        (None, None, {"CROND_REPLICA": ""}, []),
+    ],
+)  # fmt: skip
+def test_a_replica_name_given_outside_the_file_is_unused_without_a_database(
+    written: object, flag: str | None, environ: dict[str, str], said: list[str]
+) -> None:
+    found = database.replica_given_unused(written, flag, environ)
+    assert found == [f"{where} {UNUSED}" for where in said]
+
+
+def test_the_files_database_is_read_without_a_load(tmp_path: Path) -> None:
+    path = schedules(tmp_path, daemon("database: host=h\n"))
+    assert database.written_database(path) == "host=h"
+    assert database.written_database(schedules(tmp_path, JOB)) is None
+    assert database.written_database(tmp_path / "missing.yaml") is ...
 
 
 @pytest.mark.parametrize("command", [["validate"], ["run", "--state-dir", "none"]])

@@ -18,12 +18,15 @@ only when a file sets a database, to check the string the way libpq will read it
 
 from __future__ import annotations
 
+import pathlib
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic_core import PydanticCustomError
 
+from crond import ownership
+from crond.config import yamlsource
 from crond.config.problems import close_matches
 from crond.config.secrets import show_url
 from crond.config.wording import quote
@@ -230,6 +233,34 @@ def _unused(field: str | int) -> str:
         f"{field} applies with daemon.database only (or {DATABASE_ENV} in crond's "
         "environment): without a database there is one daemon, and it changes nothing"
     )
+
+
+REPLICA_ENV = "CROND_REPLICA"
+
+
+def written_database(path: pathlib.Path) -> object:
+    """The file's `daemon.database` as written (None: none), read without the checks of a
+    load (those are `loader.load_file`'s); `...` when the file cannot be read or parsed."""
+    try:
+        text = ownership.read_schedules_file(path, enforce=False).decode("utf-8")
+    except (ownership.FileRefused, UnicodeDecodeError):
+        return ...
+    data = yamlsource.parse(text, keep=frozenset()).data
+    daemon = data.get("daemon") if isinstance(data, dict) else None
+    return daemon.get("database") if isinstance(daemon, dict) else None
+
+
+def replica_given_unused(
+    file_database: object, flag: str | None, environ: Mapping[str, str]
+) -> list[str]:
+    """What `crond run` warns of a replica's name given outside the file (`--replica`,
+    `CROND_REPLICA`) that changes nothing, no database being set (`file_database`: the
+    file's `daemon.database` as parsed): the words `crond validate` has for the file's
+    own `replica:`."""
+    if file_database is not None or environ.get(DATABASE_ENV):
+        return []
+    given = (("--replica", flag), (REPLICA_ENV, environ.get(REPLICA_ENV)))
+    return [_unused(where) for where, value in given if value]
 
 
 _IN_THE_FILE = (
