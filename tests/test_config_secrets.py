@@ -46,6 +46,7 @@ URLS = [
         "key=value string, host db.internal",
     ),
     ("key_value_no_host", "dbname=crond", "key=value string, host (PGHOST or the local socket)"),
+    ("key_value_escaped", f"host=a\\ b password={SECRET}", "key=value string, host a b"),
     ("no_scheme_host", f"hooks.example.com/crond/{SECRET}", "hooks.example.com/…"),
     ("no_scheme_user_info", f"u:{SECRET}@hooks.example.com:99/x", "hooks.example.com/…"),
     ("no_scheme_address", "10.0.0.7/hook", "10.0.0.7/…"),

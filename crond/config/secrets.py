@@ -51,7 +51,9 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 _POSTGRES = frozenset({"postgresql", "postgres"})
 # A key=value connection string (`host=db.internal dbname=crond`): libpq's own syntax,
 # read here for its host only; a value is a word, or quoted with '' and \ escapes.
-_KEY_VALUE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*('(?:[^'\\]|\\.)*'?|[^\s']*)")
+_KEY_VALUE = re.compile(
+    r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*('(?:[^'\\]|\\.)*'?|(?:[^\s'\\]|\\.)(?:[^\s\\]|\\.)*|)"
+)
 # A host name with a dot and a top-level domain, an IPv4 address, or localhost: what a
 # URL written without its scheme starts with (a token has no such shape).
 _HOST_NAME = re.compile(
@@ -67,8 +69,9 @@ def show_url(url: str) -> str:
     query, which could carry a token.
 
     A PostgreSQL URL on a Unix socket shows its directory, `postgresql://(socket
-    /run/postgresql)/…`, and a key=value connection string its host only, `host=db.internal
-    …`. A text without a scheme (a mistake) shows its host as written, `hooks.example.com/…`.
+    /run/postgresql)/…`, and a key=value connection string its host only, `key=value
+    string, host db.internal`. A text without a scheme (a mistake) shows its host as
+    written, `hooks.example.com/…`, when it starts with one.
     """
     scheme = _SCHEME.match(url)
     if scheme is None:
@@ -128,14 +131,15 @@ def _socket_hosts(hosts: str) -> str:
 
 
 def _key_value_host(text: str) -> str:
-    """A key=value connection string as shown: `host=… …`, nothing of the rest."""
+    """A key=value connection string as shown: its host (as libpq reads the string:
+    quoted values may hold spaces, \\ escapes), nothing of the rest."""
     host = ""
     for match in _KEY_VALUE.finditer(text):
         if match.group(1) == "host":
             value = match.group(2)
-            if value.startswith("'"):
-                value = re.sub(r"\\(.)", r"\1", value[1:].removesuffix("'"))
-            host = value
+            quoted = value.startswith("'")
+            value = value[1:].removesuffix("'") if quoted else value
+            host = re.sub(r"\\(.)", r"\1", value)
     said = _socket_hosts(host) if host else _NO_HOST
     return f"key=value string, host {_bounded(said)}"
 
