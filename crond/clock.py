@@ -6,12 +6,15 @@ is given `now`; the scheduling loop and the runner are given a Clock.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
 
 # Long epoll waits overrun by ~0.1 % of their length (docs/performance.md, "Why crond
 # behaves as it does"): a long sleep aims this much early, and a short one does the rest.
@@ -63,10 +66,21 @@ class Clock(Protocol):
         between, so what was decided for `when` still holds then."""
         ...
 
+    def call_at(self, when: datetime, callback: Callable[[], None]) -> Timer:
+        """Call `callback` on the event loop at `when` (or at once if it has passed), unless
+        cancelled first: the timers of those that wait on time (`long_running`)."""
+        ...
+
+
+class Timer(Protocol):
+    def cancel(self) -> None: ...
+
 
 async def sleep_until_woken(clock: Clock, when: datetime, wake: asyncio.Event) -> None:
     """Sleep on `clock` until `when`, or until `wake` is set, whichever comes first; `wake`
     is cleared after (a wake already set returns at once, after one turn of the loop)."""
+    import asyncio  # noqa: PLC0415  (as in SystemClock.sleep_until)
+
     if when <= clock.now() or wake.is_set():
         wake.clear()
         await asyncio.sleep(0)
@@ -104,6 +118,12 @@ class SystemClock:
             # Most of the way, then the rest: the overrun of a long wait stays small.
             await asyncio.sleep(left - left * _OVERRUN)
 
+    def call_at(self, when: datetime, callback: Callable[[], None]) -> Timer:
+        import asyncio  # noqa: PLC0415  (as in sleep_until)
+
+        delay = max(0.0, (when - self.now()).total_seconds())
+        return asyncio.get_running_loop().call_later(delay, callback)
+
     def block_until(self, when: datetime) -> None:
         # Bounded on the monotonic clock: a wall clock stepped back meanwhile must not
         # hold the loop for the size of the step.
@@ -128,6 +148,7 @@ class FakeClock:
         self.lead = lead  # 0: the loop plans at the slot itself (most tests)
         self._mono = 0.0
         self._sleepers: list[tuple[datetime, int, asyncio.Future[None]]] = []
+        self._timers: list[tuple[datetime, int, _FakeTimer]] = []
         self._seq = itertools.count()
 
     def now(self) -> datetime:
@@ -145,6 +166,16 @@ class FakeClock:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (when, next(self._seq), future))
         await future
+
+    def call_at(self, when: datetime, callback: Callable[[], None]) -> Timer:
+        import asyncio  # noqa: PLC0415  (as in SystemClock)
+
+        timer = _FakeTimer(callback)
+        if when <= self._now:
+            asyncio.get_running_loop().call_soon(timer.fire)
+        else:
+            heapq.heappush(self._timers, (when, next(self._seq), timer))
+        return timer
 
     def block_until(self, when: datetime) -> None:
         """The blocking wait passes: time moves on to `when`."""
@@ -167,11 +198,28 @@ class FakeClock:
                 keep.append(item)
         self._sleepers = keep
         heapq.heapify(self._sleepers)
+        while self._timers and self._timers[0][0] <= when:  # (a step back fires none)
+            heapq.heappop(self._timers)[2].fire()
 
     def advance(self, delta: timedelta) -> None:
         self.set(self._now + delta)
 
     def next_wake(self) -> datetime | None:
-        """The earliest instant somebody sleeps until, or None."""
-        live = [item for item in self._sleepers if not item[2].done()]
-        return min(item[0] for item in live) if live else None
+        """The earliest instant somebody sleeps until or a timer is set for, or None."""
+        live = [item[0] for item in self._sleepers if not item[2].done()]
+        live += [item[0] for item in self._timers if not item[2].cancelled]
+        return min(live) if live else None
+
+
+class _FakeTimer:
+    def __init__(self, callback: Callable[[], None]) -> None:
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def fire(self) -> None:
+        if not self.cancelled:
+            self.cancelled = True
+            self.callback()

@@ -188,26 +188,32 @@ def test_pings_start_success_fail_and_lost() -> None:
 
 
 def test_long_running_once_per_run_and_not_after_the_end() -> None:
+    """The timers are the clock's: on a fake one, time is moved, nothing is slept."""
+
     async def main() -> None:
         kept = Kept()
-        t = Teller(kept, clock=FakeClock(START), memory=None, host="web-1")
+        clock = FakeClock(START)
+        t = Teller(kept, clock=clock, memory=None, host="web-1")
         slow = job(notify={"hook": ["long_running"]}, warn_after="50ms")
         t.configure({"hook": notifier("hook", "webhook", "http://x/")}, {"backup": slow})
         t.started(slow, "r1", SLOT, 1)
         t.started(slow, "r1", SLOT, 2)  # the same run: one timer
         t.started(slow, "r2", SLOT, 1)
         t.finished(slow, "r2", SLOT, OK, tail=[], attempts_allowed=1)  # ends before it
-        deadline = time.monotonic() + 5
-        while not kept.items and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)  # would a second (or r2's) come?
-        assert kept.events() == ["long_running"]
+        clock.advance(timedelta(milliseconds=49))
+        await asyncio.sleep(0)
+        assert kept.events() == []  # not yet
+        clock.advance(timedelta(milliseconds=1))
+        await asyncio.sleep(0)
+        assert kept.events() == ["long_running"]  # once, of r1 (r2 ended before)
         told = kept.told()[0]
         assert told["run_id"] == "r1"
         assert told["text"] == "backup still running on web-1 after 50ms"
+        clock.advance(timedelta(hours=1))  # no second one
         t.started(slow, "r3", SLOT, 1)
         t.close()  # disarmed
-        await asyncio.sleep(0.1)
+        clock.advance(timedelta(hours=1))
+        await asyncio.sleep(0)
         assert len(kept.items) == 1
 
     asyncio.run(main())

@@ -94,7 +94,9 @@ class Telling:
         from crond.notify.teller import Teller  # noqa: PLC0415
 
         outbox = _StoreOutbox(self.recorder) if self.recorder.opener is not None else None
-        self.delivery = Delivery(self.log, outbox=outbox, on_result=self._notified)
+        self.delivery = Delivery(
+            self.log, outbox=outbox, on_result=self._notified, clock=self.clock
+        )
         self.teller = Teller(self.delivery, clock=self.clock, memory=_StoreMemory(self.recorder))
 
     def reloaded(self, ok: bool) -> None:

@@ -32,14 +32,15 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-import time
 from collections import deque
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Final
 
 from structlog.typing import FilteringBoundLogger
 
+from crond.clock import Clock, SystemClock, sleep_until_woken
 from crond.config.loaded import NotifierSpec
 from crond.notify.errors import SendError
 from crond.notify.outbox import Outbox, OutboxItem
@@ -113,7 +114,7 @@ class Delivery:
         lane_flying: int = 4,
         total_flying: int = 64,
         threads: int = 4,
-        wall: Callable[[], float] = time.time,
+        clock: Clock | None = None,
     ) -> None:
         self.log = log
         self.outbox = outbox
@@ -125,7 +126,9 @@ class Delivery:
         self.lane_limit = lane_limit
         self.lane_flying = lane_flying
         self.total_flying = total_flying
-        self.wall = wall
+        # Every instant of delivery is the clock's: its monotonic seconds for retries and
+        # lanes, its wall clock for an item's age (SystemClock unless told).
+        self.clock: Clock = clock or SystemClock()
         self.notifiers: Mapping[str, NotifierSpec] = {}
         self.pings: Mapping[str, str] = {}
         self.jobs: frozenset[str] | None = None  # None: not told, every job counts
@@ -190,19 +193,18 @@ class Delivery:
 
     async def run(self) -> None:
         """The delivery task: returns once `aclose()` is done with it."""
-        loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._ended = asyncio.Event()
         try:
             self._restore()
             while True:
                 try:
-                    self._pass(loop.time())
+                    self._pass(self.clock.monotonic())
                 except Exception as exc:  # noqa: BLE001  (a bug must not end delivery)
                     self._report_bug(exc)
-                if self._closing and self._nothing_before_deadline(loop.time()):
+                if self._closing and self._nothing_before_deadline(self.clock.monotonic()):
                     break
-                await self._sleep(loop)
+                await self._sleep()
         finally:
             await self._finish()
             self._closed = True
@@ -210,9 +212,8 @@ class Delivery:
 
     async def aclose(self, grace: float) -> None:
         """Take nothing more; try what is queued for up to `grace` seconds; end `run()`."""
-        loop = asyncio.get_running_loop()
         self._closing = True
-        self._deadline = loop.time() + max(0.0, grace)
+        self._deadline = self.clock.monotonic() + max(0.0, grace)
         if self._wake is None:
             await asyncio.sleep(0)  # a run() task just created starts now
         if self._wake is None or self._ended is None:  # run() never started
@@ -239,21 +240,22 @@ class Delivery:
     def _deadline_or(self, default: float) -> float:
         return self._deadline if self._deadline is not None else default
 
-    async def _sleep(self, loop: asyncio.AbstractEventLoop) -> None:
+    async def _sleep(self) -> None:
         """Until something is put, a try ends, a retry falls due or the grace is over."""
         assert self._wake is not None
-        now = loop.time()
+        now = self.clock.monotonic()
         while self._timers and self._timers[0] <= now:
             heapq.heappop(self._timers)
         wake_at = self._timers[0] if self._timers else None
         if self._closing:
             deadline = self._deadline_or(now)
             wake_at = deadline if wake_at is None else min(wake_at, deadline)
-        if not self._wake.is_set():
-            timeout = None if wake_at is None else max(0.0, wake_at - now)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
-        self._wake.clear()
+        if wake_at is None:
+            await self._wake.wait()
+            self._wake.clear()
+            return
+        until = self.clock.now() + timedelta(seconds=max(0.0, wake_at - now))
+        await sleep_until_woken(self.clock, until, self._wake)
 
     def _restore(self) -> None:
         """A previous daemon's items, queued again (they may be sent twice: at least once
@@ -372,7 +374,7 @@ class Delivery:
             delay = min(self.first_retry * 2 ** (entry.tries - 1), self.max_retry)
             if error.after is not None:  # the endpoint's Retry-After, within our bounds
                 delay = min(max(delay, error.after), self.max_retry)
-            if self.wall() + delay > item.created + self.window:
+            if self.clock.now().timestamp() + delay > item.created + self.window:
                 self._give_up(entry, error.error)
                 return
             # Closing, a retry after the grace stays queued: kept in the outbox for the
@@ -408,7 +410,7 @@ class Delivery:
         count, _ = self._overflow.get(name, (0, item))
         self._overflow[name] = (count + 1, item)
         due = self._overflow_logged.get(name, float("-inf")) + OVERFLOW_LOG_S
-        if time.monotonic() >= due:
+        if self.clock.monotonic() >= due:
             self._log_overflow(name)
         elif count == 0:  # the first held back: a pass then logs it (loop time = monotonic)
             heapq.heappush(self._timers, due)
@@ -417,7 +419,7 @@ class Delivery:
         count, item = self._overflow.pop(name, (0, None))
         if item is None or not count:
             return
-        self._overflow_logged[name] = time.monotonic()
+        self._overflow_logged[name] = self.clock.monotonic()
         self.log.error(
             "notify.failed",
             notifier=name,

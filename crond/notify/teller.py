@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from crond.clock import Clock
+from crond.clock import Clock, Timer
 from crond.config.loaded import LoadedJob, NotifierSpec
 from crond.config.model import NotifyEvent
 from crond.notify import body as bodies
@@ -89,7 +89,7 @@ class Teller:
         self.notifiers: Mapping[str, NotifierSpec] = {}
         self._plans: dict[str, _Plan] = {}
         self._streaks: dict[tuple[str, str], _Streak] = {}
-        self._long: dict[str, asyncio.TimerHandle] = {}  # run_id -> its long_running timer
+        self._long: dict[str, Timer] = {}  # run_id -> its long_running timer
 
     @_safe
     def configure(
@@ -276,13 +276,13 @@ class Teller:
 
     def _arm(self, job: str, run_id: str, slot: datetime, after: timedelta) -> None:
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:  # no event loop (a test, a tool): no timer
             return
-        handle = loop.call_later(
-            after.total_seconds(), self._long_running, job, run_id, slot, after
+        when = self.clock.now() + after
+        self._long[run_id] = self.clock.call_at(
+            when, functools.partial(self._long_running, job, run_id, slot, after)
         )
-        self._long[run_id] = handle
 
     def _disarm(self, run_id: str) -> None:
         handle = self._long.pop(run_id, None)

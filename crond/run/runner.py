@@ -8,7 +8,8 @@ loop's for the daemon (`Loop._start`), `crond run-job`'s for one run. `start_run
 a run and hands its work to a TaskGroup in one call.
 
 - Retries: after failed or timeout, up to `retry.attempts` more attempts, same `run_id`,
-  waiting `retry.delay_before(n)` on the monotonic clock. A killed attempt is never
+  waiting `retry.delay_before(n)` on the run's clock (at most that long, whatever the
+  wall clock does). A killed attempt is never
   retried; `stop()`/`kill()` during the wait ends the run with the last attempt's
   result, and no attempt is started.
 - `stop()`: as for a timeout (TERM, KILL `kill_after` later), outcome killed. `kill()`:
@@ -22,17 +23,16 @@ What callers use of them is re-exported here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final, Protocol
 
 from structlog.typing import FilteringBoundLogger
 
-from crond.clock import Clock, iso_utc
+from crond.clock import Clock, iso_utc, sleep_until_woken
 from crond.run.attempt import Attempt, Outcome, Record, RunResult
 from crond.run.output import Budget
 from crond.run.process import owned_pids
@@ -204,9 +204,8 @@ class Run:
             self._attempt = result.attempt + 1
             delay = self.spec.retry.delay_before(self._attempt).total_seconds()
             self.log.warning("job.retrying", attempt=self._attempt, delay_s=delay)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._wake.wait()
+            wait_until = self.clock.now() + timedelta(seconds=delay)
+            await sleep_until_woken(self.clock, wait_until, self._wake)  # stop() wakes it
             if self._stopping:
                 return result
             self._current = self._start_attempt(self._attempt)
