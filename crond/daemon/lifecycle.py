@@ -107,11 +107,15 @@ class Daemon:
         }
         replica = None if url is None else replica_name(options.replica, cfg)
         opener: Callable[[bool], Store] | None
+        # Which replica of which cluster this is: in daemon.started and in the store's
+        # events (database.*), so that a log shared by replicas tells them apart.
+        self.named: dict[str, str] = {}
         if url is not None and replica is not None:  # replicas share the database's state
             opener = _cluster_opener(url, cfg, replica)
+            self.named = {"replica": replica, "cluster": cfg.daemon.cluster}
         else:
             opener = None if state_dir is None else _opener(state_dir)
-        self.recorder = StoreRecorder(opener, log, clock, replica=replica)
+        self.recorder = StoreRecorder(opener, log.bind(**self.named), clock, replica=replica)
         self.loop = Loop(
             clock=clock,
             log=log,
@@ -323,6 +327,7 @@ class Daemon:
                     jobs=len(self.cfg.jobs),
                     version=__version__,
                     tzdata=tzdata_version(),
+                    **self.named,
                 )
                 await self.telling.start(tasks, self._metrics_address(self.cfg))
                 self.telling.reloaded(True)

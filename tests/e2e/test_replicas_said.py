@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tests.e2e.harness import run_cli
 from tests.e2e.replicas import Replica, schedules, start_replica
+from tests.pg import server as pg
 
 START = 20.0
 
@@ -43,3 +44,20 @@ def test_a_pause_and_its_resume_are_logged_with_who_asked_on_every_replica(
     assert asked["by"]["pid"] != pauser["pid"]  # the resume's caller, not the pause's
     assert told["by"] == asked["by"]
     assert (asked["level"], told["level"]) == ("info", "info")
+
+
+def test_a_replica_names_itself_and_its_cluster_when_it_starts_and_when_the_database_goes(
+    tmp_path: Path, group: list[Replica], own_pg: pg.Server
+) -> None:
+    tick = 'tick: {every: 1s, command: "true"}'
+    f = schedules(tmp_path / "s.yaml", own_pg.url(), tick, cluster="billing")
+    (web,) = _start(group, f, ["web-1"], tmp_path)
+    named = {"replica": "web-1", "cluster": "billing"}
+    (started,) = web.daemon.named("daemon.started")
+    opened = web.daemon.wait_for("state.opened")
+    assert own_pg.halt() == 0
+    down = web.daemon.wait_for("database.unavailable", timeout=10)
+    own_pg.restart()
+    up = web.daemon.wait_for("database.available", timeout=15)
+    for event in (started, opened, down, up):
+        assert {key: event.get(key) for key in named} == named, event
