@@ -32,6 +32,7 @@ from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.config.model import Overlap, Replicas
 from crond.control.server import socket_path
 from crond.daemon import reaper
+from crond.daemon import taken as socket_taken
 from crond.daemon.claims import Refused
 from crond.daemon.cluster import Cluster, database_url, given_problems, replica_name
 from crond.daemon.control import Steering
@@ -380,6 +381,12 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
     if refusal is not None:  # as root, a directory others can write into: refused
         print(refusal, file=sys.stderr)
         log.error("state.refused", path=str(state_dir), error=refusal)
+        return 1
+    control = socket_path(cfg, options.state_dir)
+    taken = socket_taken.refusal(control)
+    if taken is not None:  # before the store: a replica registers no name then
+        print(f"crond: {taken[0]}", file=sys.stderr)
+        log.error("control.taken", path=str(control), pid=taken[1], error=taken[0])
         return 1
     return asyncio.run(Daemon(path, cfg, options, log, SystemClock(), digest=digest).serve())
 
