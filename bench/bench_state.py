@@ -48,7 +48,7 @@ JOBS_BIG, ROWS_PER_JOB = 10_000, 100
 
 
 def recording(work: Path, attempts: int) -> None:
-    store = state.Store(work / "rec")
+    store = state.SqliteStore(work / "rec")
     t0 = datetime.now(UTC)
     for j in range(JOBS_SMALL):  # a lived-in store: 100 finished rows a job
         for k in range(100):
@@ -85,7 +85,7 @@ def recording(work: Path, attempts: int) -> None:
 
 def big_store(directory: Path, jobs: int, per_job: int) -> None:
     """`jobs` x `per_job` finished attempts, written directly (the schema is the store's)."""
-    state.Store(directory).close()  # the schema
+    state.SqliteStore(directory).close()  # the schema
     db = sqlite3.connect(directory / state.DB_NAME)
     db.execute("PRAGMA journal_mode=WAL")
     now = time.time()

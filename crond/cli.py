@@ -16,10 +16,9 @@ import click
 
 from crond import __version__
 from crond import cliparams as params
-from crond.clifile import exit_with, load, load_or_exit
+from crond.clifile import exit_with, liveness_file_of, load, load_or_exit, reader_for
 from crond.clock import SystemClock
 from crond.daemon import liveness
-from crond.store import locate
 from crond.store.base import Reader, StateError
 
 if TYPE_CHECKING:
@@ -66,6 +65,16 @@ class _Group(click.Group):
 
         for command in commands.COMMANDS:
             self.add_command(command)
+        _add_more(self)
+
+
+def _add_more(group: click.Group) -> None:
+    """The commands kept in their own modules (`notify`; `history`, `output`,
+    `replicas`), added as the control ones are."""
+    from crond import cli_notify, cli_state  # noqa: PLC0415  (see _Group)
+
+    for command in (*cli_notify.COMMANDS, *cli_state.COMMANDS):
+        group.add_command(command)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -250,11 +259,12 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
 
 
 @main.command()
+@click.argument("file", type=params.FILE, required=False)
 @click.option(
     "--liveness-file",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=liveness.DEFAULT_PATH,
-    show_default=True,
+    default=None,
+    help=f"The liveness file (default: FILE's daemon.liveness_file, else {liveness.DEFAULT_PATH}).",
 )
 @click.option(
     "--max-age",
@@ -262,9 +272,10 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
     default=None,
     help="Stale when older than this (default: 3 heartbeats + 1s).",
 )
-def health(liveness_file: Path, max_age: timedelta | None) -> None:
-    """Exit 0 when the liveness file is there and fresh, 1 otherwise."""
-    result = liveness.check(liveness_file, SystemClock().now(), max_age)
+def health(file: Path | None, liveness_file: Path | None, max_age: timedelta | None) -> None:
+    """Exit 0 when the liveness file of FILE's daemon is there and fresh, 1 otherwise."""
+    path = liveness_file or liveness_file_of(file, liveness.DEFAULT_PATH)
+    result = liveness.check(path, SystemClock().now(), max_age)
     click.echo(result.message, err=not result.ok)
     sys.exit(0 if result.ok else 1)
 
@@ -272,18 +283,9 @@ def health(liveness_file: Path, max_age: timedelta | None) -> None:
 def _open_reader(cfg: LoadedConfig, flag: str | None) -> tuple[Reader | None, str | None]:
     """The store read-only, or None and why not (said on stderr by the caller)."""
     try:
-        return _reader_for(cfg, flag), None
+        return reader_for(cfg, flag), None
     except StateError as exc:
         return None, str(exc)
-
-
-def _reader_for(cfg: LoadedConfig, flag: str | None) -> Reader:
-    """The store the file's daemon writes: its cluster's database, or its state directory
-    (`--state-dir` names one). Raises StateError."""
-    daemon = cfg.daemon
-    return locate.open_reader(
-        flag, daemon.state_dir, database=daemon.database, cluster=daemon.cluster
-    )
 
 
 @main.command()
@@ -306,7 +308,9 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     except problems.ConfigError as exc:
         # A broken edit is what the daemon refuses to reload: it runs the jobs it had, and
         # those are worth seeing. The errors first, then that, and exit 1 all the same.
-        running = view.quick(file, state_dir, now, as_json=as_json, same_bytes=False)
+        running = None
+        if view.names_its_store(file):
+            running = view.quick(file, state_dir, now, as_json=as_json, same_bytes=False)
         if running is None:
             exit_with(file, exc)
         for problem in exc.problems:
@@ -334,6 +338,8 @@ def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     if why:
         click.echo(f"crond: {why}", err=True)
     _write(text)
+    if why:  # no history read: "never ran" and "could not look" must differ (as history)
+        sys.exit(1)
 
 
 def _write(text: str) -> None:
@@ -345,62 +351,4 @@ def _write(text: str) -> None:
     except BrokenPipeError:  # `crond status | head`
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
-
-
-@main.command()
-@click.argument("file", type=params.FILE)
-@click.argument("job", required=False)
-@params.STATE_DIR
-@click.option(
-    "-n",
-    "count",
-    type=click.IntRange(1, 100_000),
-    default=20,
-    show_default=True,
-    help="Attempts to show (the newest).",
-)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
-def history(file: Path, job: str | None, state_dir: str | None, count: int, as_json: bool) -> None:
-    """Past attempts (of JOB, or of every job), oldest first, with their output tail."""
-    from crond import status as view  # noqa: PLC0415  (see the imports above)
-    from crond.config import problems  # noqa: PLC0415  (see the imports above)
-
-    try:
-        cfg: LoadedConfig | None = load(file, check_owner=False)
-        broken = None
-    except problems.ConfigError as exc:
-        # As for `status`: a broken edit does not make the past unreadable.
-        cfg, broken = None, exc
-    try:
-        reader = (
-            view.open_reader_for(file, state_dir) if cfg is None else _reader_for(cfg, state_dir)
-        )
-    except StateError as exc:
-        if broken is not None:
-            exit_with(file, broken)
-        click.echo(f"crond: {exc}", err=True)
-        sys.exit(1)
-    if broken is not None:
-        for problem in broken.problems:
-            click.echo(str(problem), err=True)
-        click.echo(f"crond: {file} has errors (above); its history follows", err=True)
-    jobs = cfg.jobs if cfg is not None else {}
-    try:
-        if job is not None and job not in jobs and reader.last(job) is None:
-            raise click.BadParameter(
-                f"no job named {job} in {file} and no history of it (jobs: {', '.join(jobs)})",
-                param_hint="JOB",
-            )
-        attempts = reader.recent(job, count)
-    except StateError as exc:
-        click.echo(f"crond: {exc}", err=True)
-        sys.exit(1)
-    finally:
-        reader.close()
-    if not attempts:
-        click.echo("no attempts recorded yet", err=True)
-    else:
-        click.echo((view.format_history_json if as_json else view.format_history)(attempts))
-    if broken is not None:
         sys.exit(1)

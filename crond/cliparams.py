@@ -74,10 +74,34 @@ class _AddressType(click.ParamType[str]):
         return str(value)
 
 
+class _SinceType(click.ParamType[datetime]):
+    """`--since`: a duration back from now (`2h`, `7d`) or an ISO-8601 instant with offset."""
+
+    name = "since"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            back = durations.parse_duration(value)
+        except durations.DurationError:
+            pass
+        else:
+            from crond.clock import SystemClock  # noqa: PLC0415  (the one reader of time)
+
+            return SystemClock().now() - back
+        if "-" not in str(value):  # not an attempt at a date: the duration's own message
+            self.fail(f'"{value}" is neither a duration (2h, 30m, 7d) nor an instant', param, ctx)
+        return INSTANT.convert(value, param, ctx)
+
+
 ADDRESS = _AddressType()
 DURATION = _DurationType()
 HEARTBEAT = _HeartbeatType()
 INSTANT = _InstantType()
+SINCE = _SinceType()
 
 # Not checked by click: a directory, a missing or an unreadable file is crond's own
 # located error (and JSON with --json), from the one reader of the file.

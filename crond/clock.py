@@ -6,14 +6,12 @@ is given `now`; the scheduling loop and the runner are given a Clock.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import time
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    import asyncio
+from typing import Protocol
 
 # Long epoll waits overrun by ~0.1 % of their length (docs/performance.md, "Why crond
 # behaves as it does"): a long sleep aims this much early, and a short one does the rest.
@@ -64,6 +62,23 @@ class Clock(Protocol):
         """Return at `when` (at most `lead` from now), blocking: nothing else may run in
         between, so what was decided for `when` still holds then."""
         ...
+
+
+async def sleep_until_woken(clock: Clock, when: datetime, wake: asyncio.Event) -> None:
+    """Sleep on `clock` until `when`, or until `wake` is set, whichever comes first; `wake`
+    is cleared after (a wake already set returns at once, after one turn of the loop)."""
+    if when <= clock.now() or wake.is_set():
+        wake.clear()
+        await asyncio.sleep(0)
+        return
+    sleeper = asyncio.ensure_future(clock.sleep_until(when))
+    waker = asyncio.ensure_future(wake.wait())
+    try:
+        await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sleeper.cancel()
+        waker.cancel()
+        wake.clear()
 
 
 class SystemClock:

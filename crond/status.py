@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crond import ownership
+from crond.clock import iso_utc
 from crond.status_text import (
     expired,
     format_history,
@@ -38,6 +39,7 @@ from crond.store import files, locate
 from crond.store.base import (
     ClusterReader,
     PauseRow,
+    PerReplica,
     Reader,
     StateError,
     StatusRow,
@@ -60,6 +62,7 @@ __all__ = [
     "format_status",
     "format_status_json",
     "live_replicas",
+    "names_its_store",
     "pause_json",
     "pause_text",
     "quick",
@@ -71,6 +74,9 @@ _NO_PAUSES: Mapping[str, PauseRow] = MappingProxyType({})
 # `daemon:` keys status reads without loading the file.
 _HINT_KEYS = frozenset({"state_dir", "database", "cluster", "replica_timeout"})
 _REPLICA_TIMEOUT = timedelta(seconds=30)  # the file's default (config.model.Daemon)
+# A file with `replicas: all` jobs shows a row a replica for them: which they are is read
+# from the loaded file (a file that says `replicas` anywhere is loaded: ~0.2 s more).
+_ALL = b"replicas"
 
 
 def daemon_alive(info: Mapping[str, Any] | None, boot: str | None) -> bool:
@@ -103,10 +109,12 @@ def cluster_alive(reader: ClusterReader, replica_timeout: timedelta) -> bool:
 
 class _Cluster(NamedTuple):
     """What status shows of a cluster besides a lone daemon's: who ran each job's newest
-    attempt, and which replicas run (an open attempt of one that does not is lost)."""
+    attempt, and which replicas run (an open attempt of one that does not is lost); with
+    `replicas: all` jobs, the replica of each row (`by_row`, the rows' order)."""
 
     ran_by: Mapping[str, str]
     live: frozenset[str]
+    by_row: Sequence[str | None] | None = None
 
 
 def _cluster_of(reader: Reader, replica_timeout: timedelta) -> _Cluster | None:
@@ -151,6 +159,8 @@ def quick(
         # Not when how long a replica may be silent is unclear (the file says what is
         # wrong), nor when the daemon is gone, or behind (stopped, stalled).
         cluster = None if timeout is None else _cluster_of(reader, timeout)
+        if cluster is not None and _ALL in raw:  # which jobs are `replicas: all`: the file's
+            return None
         alive = bool(cluster.live) if cluster is not None else alive_of(reader)
         if timeout is None or not alive or reader.view_is_behind(now.timestamp() - _STALE_S):
             return None
@@ -178,7 +188,48 @@ def for_file(
     pauses = reader.pauses() if reader is not None else _NO_PAUSES
     cluster = _cluster_of(reader, replica_timeout) if reader is not None else None
     rows = [status_row(view, summaries.get(view.job)) for view in _view_rows(jobs, now)]
+    every = [name for name, job in jobs.items() if job.settings.replicas == "all"]
+    if cluster is not None and every and isinstance(reader, ClusterReader):
+        rows, cluster = _per_replica(rows, reader.per_replica(every), cluster)
     return _render(rows, pauses, now, alive=alive, as_json=as_json, cluster=cluster)
+
+
+def _per_replica(
+    rows: list[StatusRow], found: Mapping[str, Mapping[str, PerReplica]], cluster: _Cluster
+) -> tuple[list[StatusRow], _Cluster]:
+    """A `replicas: all` job's row (those in `found`) becomes a row a replica: each that
+    ran it (as kept), by name, with its own newest attempt and success there."""
+    out: list[StatusRow] = []
+    by_row: list[str | None] = []
+    for row in rows:
+        mine = found.get(row.job)
+        if mine is None:
+            out.append(row)
+            by_row.append(cluster.ran_by.get(row.job))
+            continue
+        for name in sorted(mine):
+            out.append(_on_replica(row, mine.get(name)))
+            by_row.append(name)
+    return out, cluster._replace(by_row=by_row)
+
+
+def _on_replica(row: StatusRow, got: PerReplica | None) -> StatusRow:
+    last = None if got is None else got.last
+    ok = None if got is None else got.success
+    return row._replace(
+        run_id=None if last is None else last.run_id,
+        slot=None if last is None else iso_utc(last.slot),
+        attempt=None if last is None else last.attempt,
+        started=None if last is None else iso_utc(last.started),
+        finished=None if last is None or last.finished is None else iso_utc(last.finished),
+        outcome=None if last is None else last.outcome,
+        exit_code=None if last is None else last.exit_code,
+        duration_s=None if last is None else last.duration_s,
+        success_run_id=None if ok is None else ok.run_id,
+        success_started=None if ok is None else iso_utc(ok.started),
+        success_finished=None if ok is None or ok.finished is None else iso_utc(ok.finished),
+        success_duration_s=None if ok is None else ok.duration_s,
+    )
 
 
 def _view_rows(jobs: Mapping[str, LoadedJob], now: datetime) -> Iterable[ViewRow]:
@@ -200,8 +251,29 @@ def _render(
     if cluster is None:
         return format_(rows, alive=alive, pauses=pauses, now=now)
     return format_(
-        rows, alive=alive, pauses=pauses, now=now, replicas=cluster.ran_by, live=cluster.live
+        rows,
+        alive=alive,
+        pauses=pauses,
+        now=now,
+        replicas=cluster.ran_by,
+        live=cluster.live,
+        by_row=cluster.by_row,
     )
+
+
+def names_its_store(path: Path) -> bool:
+    """Whether a file that does not load still tells whose history to show: it reads, and
+    is YAML with a mapping at the top (a broken edit: its `daemon:` block, or the lack of
+    one, names its daemon's store). A file that is not there, or not YAML at all, tells
+    nothing: the default place's store would show another daemon's history as its own."""
+    try:
+        text = ownership.read_schedules_file(path, enforce=False).decode("utf-8")
+    except (ownership.FileRefused, UnicodeDecodeError):
+        return False
+    from crond.config import yamlsource  # noqa: PLC0415  (~20 ms: only for a broken file)
+
+    source = yamlsource.parse(text, keep=frozenset())
+    return not source.problems and isinstance(source.data, dict)
 
 
 def open_reader_for(path: Path, flag: str | None) -> Reader:

@@ -59,6 +59,7 @@ def format_status(
     now: datetime | None = None,
     replicas: Mapping[str, str] | None = None,
     live: Collection[str] | None = None,
+    by_row: Sequence[str | None] | None = None,
 ) -> str:
     """The table. A PAUSE column is there when a job shown has a pause kept (or one that
     ran out and is not cleared yet): a line a job, greppable, whatever the note says. A
@@ -74,9 +75,10 @@ def format_status(
     if any(paused):
         header += ("PAUSE",)
     lines: list[tuple[str, ...]] = []
-    for row in rows:
+    for i, row in enumerate(rows):
+        by = _by(i, row, replicas, by_row)
         # An open attempt is running, or was left open by a daemon that is gone.
-        runs = alive if live is None or replicas is None else replicas.get(row.job) in live
+        runs = alive if live is None or replicas is None else by in live
         outcome = ("running" if runs else "lost?") if row.open else row.outcome or "-"
         if not row.enabled:
             nxt = "disabled"
@@ -95,7 +97,7 @@ def format_status(
                 _seconds(row.duration_s),
                 _when(row.success_finished),
                 nxt,
-                *(() if replicas is None else (_replica_cell(replicas.get(row.job)),)),
+                *(() if replicas is None else (_replica_cell(by),)),
             )
         )
     if any(paused):
@@ -104,6 +106,16 @@ def format_status(
             for line, pause in zip(lines, paused, strict=True)
         ]
     return _table(header, lines)
+
+
+def _by(
+    i: int, row: StatusRow, replicas: Mapping[str, str] | None, by_row: Sequence[str | None] | None
+) -> str | None:
+    """The replica of the i-th row: its own (a `replicas: all` job's row a replica), else
+    the one that ran its job's newest attempt."""
+    if by_row is not None:
+        return by_row[i]
+    return None if replicas is None else replicas.get(row.job)
 
 
 def _replica_cell(name: str | None) -> str:
@@ -192,6 +204,30 @@ def format_history(attempts: Sequence[AttemptRow]) -> str:
     return "\n".join(out)
 
 
+def output_heading(a: AttemptRow) -> str:
+    """`crond output`'s line before an attempt's output (on stderr, so that the output
+    alone can be piped): `== backup run ID attempt 2: failed, exit 3, 1.2s (started ...)`."""
+    how = a.outcome or "running"
+    if a.exit_code is not None:
+        how += f", exit {a.exit_code}"
+    if a.duration_s is not None:
+        how += f", {_seconds(a.duration_s)}"
+    ran_by = "" if a.replica is None else f", replica {_replica_cell(a.replica)}"
+    return (
+        f"== {a.job} run {a.run_id} attempt {a.attempt}: {how} (started {_when(a.started)}{ran_by})"
+    )
+
+
+def output_note(a: AttemptRow, kept: int) -> str | None:
+    """After an attempt with as many lines as the store keeps: earlier ones may be gone."""
+    if len(a.output) < kept:
+        return None
+    return (
+        f"   (the store keeps the last {kept} lines of an attempt: any before these are in the "
+        f"daemon's log, as job.output events with run_id {a.run_id})"
+    )
+
+
 def format_history_json(attempts: Sequence[AttemptRow]) -> str:
     return "\n".join(json.dumps(_attempt_dict(a)) for a in attempts)
 
@@ -220,6 +256,7 @@ def format_status_json(
     now: datetime | None = None,
     replicas: Mapping[str, str] | None = None,
     live: Collection[str] | None = None,
+    by_row: Sequence[str | None] | None = None,
 ) -> str:
     """One compact JSON object a job, a line each (docs/state.md shows one). Written by
     hand, not by json.dumps: 10,000 lines in a third of the time. `alive`: whether the
@@ -233,8 +270,8 @@ def format_status_json(
     return "\n".join(
         [
             _status_line(row, alive if live is None else by in live, pauses.get(row.job), when, by)
-            for row in rows
-            for by in (replicas.get(row.job),)
+            for i, row in enumerate(rows)
+            for by in (_by(i, row, replicas, by_row),)
         ]
     )
 

@@ -9,12 +9,21 @@ pytest_plugins = ["tests.pg.plugin"]
 
 
 @pytest.fixture(autouse=True)
-def _own_state_dir(
+def own_state_dir(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
-    """Every test's daemons keep their state store in a directory of their own (systemd's
-    variable is the first place crond looks): no test sees another's cursors, runs or
-    boot marks, and none writes to /var/lib/crond or the user's home."""
+    """Every test's daemons and commands keep and read their state store in a directory
+    of their own: no test sees another's cursors, runs or boot marks, and none reads or
+    writes /var/lib/crond, the user's home or a database of the environment's.
+
+    Every place crond looks (crond/store/locate.py, crond/control/where.py) is covered:
+    `$STATE_DIRECTORY` is the first place, and a chosen one (so the system daemon's
+    directory is never looked in as a fallback); `$XDG_STATE_HOME` is the next, before
+    the home directory; and CROND_DATABASE_URL and CROND_REPLICA are unset, so that a
+    test names its database itself (tests/test_locate.py checks all this)."""
     directory = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("STATE_DIRECTORY", str(directory))
+    monkeypatch.setenv("XDG_STATE_HOME", str(directory / "xdg"))
+    monkeypatch.delenv("CROND_DATABASE_URL", raising=False)
+    monkeypatch.delenv("CROND_REPLICA", raising=False)
     return directory

@@ -9,10 +9,11 @@ import types
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from crond.when import cronexpr, notes, plan, preview, timeline, timing, zones
+from crond.schedule import rules
+from crond.when import cronexpr, notes, preview, timeline, timing, zones
 from tests import fresh_caches
 
-MODULES = (cronexpr, notes, plan, preview, timeline, timing, zones)
+MODULES = (cronexpr, notes, rules, preview, timeline, timing, zones)
 
 
 def _containers(module: types.ModuleType) -> dict[str, object]:

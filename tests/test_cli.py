@@ -242,7 +242,7 @@ def test_history_of_a_broken_file_still_shows_the_store(tmp_path: Path) -> None:
     from crond.store import sqlite as state  # noqa: PLC0415
 
     directory = tmp_path / "state"
-    store = state.Store(directory)
+    store = state.SqliteStore(directory)
     store.close()
     f = tmp_path / "s.yaml"
     f.write_text("jobs:\n  a: {every: 1h, command: x, comand: y}\n")

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from crond.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-CONTROL = {"ps", "trigger", "kill", "pause", "resume"}
+CONTROL = {"ps", "trigger", "kill", "pause", "resume", "reload"}
 
 
 def _imported(*args: str) -> set[str]:
@@ -50,7 +50,8 @@ def test_help_lists_every_command_by_name() -> None:
     names = [line.split()[0] for line in lines if line.strip()]
     assert names == sorted(names)
     assert set(names) == CONTROL | {
-        "health", "history", "next", "run", "run-job", "schema", "status", "validate"
+        "health", "history", "next", "notify", "output", "replicas", "run", "run-job", "schema",
+        "status", "validate",
     }  # fmt: skip
 
 

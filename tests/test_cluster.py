@@ -16,7 +16,7 @@ from crond.daemon.cluster import Cluster, given_problems, replica_name
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
 from crond.store.base import ReplicaRow
-from tests.test_loop import Events
+from tests.test_loop import Events, FakeEffects
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
@@ -24,7 +24,9 @@ T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 def cluster() -> tuple[Cluster, Events]:
     clock, events = FakeClock(T0), Events()
     log = cast(FilteringBoundLogger, events)
-    loop = Loop(clock=clock, log=log, launch=None, heartbeat=timedelta(seconds=1))  # type: ignore[arg-type]
+    loop = Loop(
+        clock=clock, log=log, effects=FakeEffects(clock, []), heartbeat=timedelta(seconds=1)
+    )
     recorder = StoreRecorder(None, log, clock, replica="r1")
     c = Cluster(log=log, clock=clock, loop=loop, recorder=recorder)
     c.digest = "a" * 64

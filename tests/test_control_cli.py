@@ -149,6 +149,13 @@ def test_the_socket_is_found_from_state_dir_and_socket_flags(
     result = crond("ps", plain, "--state-dir", nowhere)
     assert result.exit_code == 2
     assert f"(no socket at {nowhere / 'crond.sock'})" in result.stderr
+    result = crond("ps", plain)  # a daemon started with --state-dir, asked without
+    assert result.exit_code == 2
+    default = Path(os.environ["STATE_DIRECTORY"]) / "crond.sock"
+    assert result.stderr == (
+        f"crond: no crond is running for {plain} (no socket at {default}; if it was started "
+        "with --state-dir, give the same --state-dir, or --socket)\n"
+    )
 
 
 def test_a_file_that_turns_the_socket_off(tmp_path: Path) -> None:
@@ -187,6 +194,38 @@ def test_ps_table_and_json(file: Path, daemon: Daemon) -> None:
         {**RUN, "job": "report", "pid": None},
     ]
     assert daemon.handler.asked == [("ps", {}), ("ps", {})]
+
+
+def test_ps_says_the_daemons_pid_and_replica_first(file: Path, daemon: Daemon) -> None:
+    daemon.handler.answers["ps"] = {"runs": [RUN], "pid": 31337, "replica": "r1"}
+    result = crond("ps", file)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "daemon pid 31337, replica r1"
+    assert result.stdout.splitlines()[1].startswith("JOB ")
+    result = crond("ps", file, "--json")
+    assert [json.loads(line) for line in result.stdout.splitlines()] == [
+        {**RUN, "daemon_pid": 31337}
+    ]
+
+
+def test_reload_prints_the_counts_or_the_errors(file: Path, daemon: Daemon) -> None:
+    daemon.handler.answers["reload"] = {
+        "reloaded": True, "jobs": 1, "added": [], "removed": ["old"], "changed": []
+    }  # fmt: skip
+    result = crond("reload", file)
+    assert (result.exit_code, result.stdout) == (
+        0,
+        "reloaded: 1 job (0 added; 1 removed: old; 0 changed)\n",
+    )
+    daemon.handler.answers["reload"] = {
+        "reloaded": False, "jobs": 3, "errors": ["s.yaml:2:5: jobs.a.cron: bad"]
+    }  # fmt: skip
+    result = crond("reload", file)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        "s.yaml:2:5: jobs.a.cron: bad",
+        f"crond: {file} was not reloaded (errors above); the daemon keeps the 3 jobs it had",
+    ]
 
 
 # --- trigger ---------------------------------------------------------------------------
@@ -388,6 +427,18 @@ def test_another_user_is_told_who_may() -> None:
             d.stop()
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
-        f"crond: permission denied connecting to {sock}: only root and the group root may "
-        "steer this crond (ask to be added to group root)\n"
+        f"crond: permission denied connecting to {sock}: only root may steer this crond; to "
+        "let a group in, see docs/control.md 'Letting operators use it'\n"
     )
+
+
+def test_the_refusal_while_the_database_is_away_reads_as_the_docs_quote_it() -> None:
+    """One wording, in the code and in both pages, naming what every replica has with no
+    setting: the event in its log."""
+    from crond.daemon.control import DATABASE_AWAY  # noqa: PLC0415
+
+    said = "crond: " + DATABASE_AWAY.format(what="pause")
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    for page in ("control.md", "replicas.md"):
+        assert said in " ".join((docs / page).read_text().split()), page
+    assert "`database.available`" in (docs / "running.md").read_text()

@@ -474,8 +474,8 @@ async def test_another_user_is_denied_by_the_mode() -> None:
             code = ASK_AS_NOBODY.replace("sys.argv[1]", repr(str(sock)))
             done = await asyncio.to_thread(as_nobody, code)
             assert done.stdout.strip() == (
-                f"Denied permission denied connecting to {sock}: only root and the group "
-                "root may steer this crond (ask to be added to group root)"
+                f"Denied permission denied connecting to {sock}: only root may steer this "
+                "crond; to let a group in, see docs/control.md 'Letting operators use it'"
             ), done.stderr
             assert s.handler.calls == []
 

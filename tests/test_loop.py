@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -23,6 +23,7 @@ from crond.config import loader
 from crond.config.loaded import LoadedJob
 from crond.daemon.loop import Gate, Loop, Pending, RunHandle
 from crond.run import runner
+from crond.schedule.actions import Claims
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -67,14 +68,76 @@ class FakeRun:
         self.stop()
 
 
+class FakeEffects:
+    """The loop's Effects as a test sees them: runs are FakeRuns, and each hook a test may
+    replace is a plain attribute (`prepare` and `dedupe` stand for the store's claims)."""
+
+    def __init__(self, clock: FakeClock, runs: list[FakeRun]) -> None:
+        self.clock = clock
+        self.runs = runs
+        self.finish_at_once = True
+        self.beats: list[datetime] = []
+        self.saved: list[tuple[str, datetime]] = []
+        self.prepare: Callable[[list[tuple[LoadedJob, datetime]], datetime], Any] | None = None
+        self.dedupe: Callable[[list[tuple[str, datetime]]], Collection[Any]] | None = None
+        self.on_resumed: Callable[[str, int], None] | None = None
+        self.launch: Callable[[LoadedJob, datetime, Gate | None], RunHandle] = self._launch
+
+    def _launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> FakeRun:
+        if gate is not None:  # as the runner does, just before its spawn
+            gate()
+        run = FakeRun(job.name, slot, f"r{len(self.runs)}", self.clock.now())
+        self.runs.append(run)
+        if self.finish_at_once:
+            run.done.set()
+        return run
+
+    def claim(
+        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Any], at: datetime
+    ) -> Claims:
+        refused = (self.prepare(list(starts), at) or {}) if starts and self.prepare else {}
+        quiet = self.dedupe(list(told)) if told and self.dedupe else ()
+        return Claims(refused, quiet)
+
+    def beat(self, now: datetime) -> None:
+        self.beats.append(now)
+
+    def decided(self, job: LoadedJob, decision: object) -> None:
+        pass
+
+    def run_started(self, job: LoadedJob, run: RunHandle) -> None:
+        pass
+
+    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:
+        pass
+
+    def resumed(self, job: str, skipped: int) -> None:
+        if self.on_resumed is not None:
+            self.on_resumed(job, skipped)
+
+    def moved(self, entries: list[Any], cursors: list[tuple[str, datetime]]) -> None:
+        self.saved.extend(cursors)
+
+
 @dataclass
 class Harness:
     clock: FakeClock
     loop: Loop
     events: Events
     runs: list[FakeRun]
-    finish_at_once: bool = True
-    saved: list[tuple[str, datetime]] = field(default_factory=list)
+    effects: FakeEffects
+
+    @property
+    def finish_at_once(self) -> bool:
+        return self.effects.finish_at_once
+
+    @finish_at_once.setter
+    def finish_at_once(self, value: bool) -> None:
+        self.effects.finish_at_once = value
+
+    @property
+    def saved(self) -> list[tuple[str, datetime]]:
+        return self.effects.saved
 
     async def settle(self) -> None:
         """Let the loop and the tasks it started run until the loop sleeps again."""
@@ -119,28 +182,11 @@ async def harness(
     clock = FakeClock(start, lead)
     events = Events()
     runs: list[FakeRun] = []
-    h: Harness
-
-    def launch(job: LoadedJob, slot: datetime, gate: Gate | None = None) -> FakeRun:
-        if gate is not None:  # as the runner does, just before its spawn
-            gate()
-        run = FakeRun(job.name, slot, f"r{len(runs)}", clock.now())
-        runs.append(run)
-        if h.finish_at_once:
-            run.done.set()
-        return run
-
-    beats: list[datetime] = []
-    saved: list[tuple[str, datetime]] = []
-    loop = Loop(
-        clock=clock,
-        log=cast(FilteringBoundLogger, events),
-        launch=launch,
-        heartbeat=timedelta(seconds=heartbeat),
-        beat=beats.append,
-        after_tick=lambda _due, cursors: saved.extend(cursors),
-    )
-    h = Harness(clock, loop, events, runs, finish_at_once, saved)
+    effects = FakeEffects(clock, runs)
+    effects.finish_at_once = finish_at_once
+    log = cast(FilteringBoundLogger, events)
+    loop = Loop(clock=clock, log=log, effects=effects, heartbeat=timedelta(seconds=heartbeat))
+    h = Harness(clock, loop, events, runs, effects)
     loop.load(jobs(text), resume=resume)
     task = asyncio.create_task(loop.run())
     try:
@@ -219,7 +265,7 @@ async def test_overlap_allow_runs_side_by_side() -> None:
     async with harness(text, finish_at_once=False) as h:
         await h.run_until(T0 + timedelta(minutes=3, seconds=1))
         assert len(h.starts()) == 3
-        assert h.loop.running_count() == 3
+        assert h.loop.going.count() == 3
 
 
 async def test_disabled_job_never_fires() -> None:
@@ -232,7 +278,7 @@ async def test_reload_keeps_unchanged_state_and_adds_without_backfill() -> None:
     text = "jobs:\n  keep: {every: 1m, command: x}\n  change: {every: 1m, command: x}\n"
     async with harness(text) as h:
         await h.run_until(T0 + timedelta(minutes=2, seconds=30))
-        keep_entry = h.loop.schedule.entries["keep"]
+        keep_entry = h.loop.core.schedule.entries["keep"]
         diff = h.loop.load(
             jobs(
                 "jobs:\n  keep: {every: 1m, command: x}\n  change: {every: 2m, command: y}\n"
@@ -240,7 +286,7 @@ async def test_reload_keeps_unchanged_state_and_adds_without_backfill() -> None:
             )
         )
         assert (diff.added, diff.removed, diff.changed) == (["new"], [], ["change"])
-        assert h.loop.schedule.entries["keep"] is keep_entry
+        assert h.loop.core.schedule.entries["keep"] is keep_entry
         await h.run_until(T0 + timedelta(minutes=4, seconds=1))
         assert h.starts("new") == [T0 + timedelta(minutes=3), T0 + timedelta(minutes=4)]
         assert h.starts("change")[-1] == T0 + timedelta(minutes=4)
@@ -251,7 +297,7 @@ async def test_reload_keeps_unchanged_state_and_adds_without_backfill() -> None:
 async def test_heartbeat_called_each_heartbeat_even_with_nothing_due() -> None:
     beats: list[datetime] = []
     async with harness("jobs:\n  y: {cron: '0 0 1 1 *', command: x}\n", heartbeat=10) as h:
-        h.loop.beat = beats.append
+        h.effects.beats = beats
         await h.run_until(T0 + timedelta(minutes=1))
         assert 5 <= len(beats) <= 7
 
@@ -378,14 +424,14 @@ async def test_a_wake_prepares_all_its_starts_before_launching_any() -> None:
     text = "".join(f"  j{i}: {{every: 1m, command: x}}\n" for i in range(5))
     async with harness("jobs:\n" + text) as h:
         order: list[object] = []
-        launch = h.loop.launch
-        h.loop.prepare = lambda starts, _at: order.append(sorted(job.name for job, _ in starts))
+        launch = h.effects.launch
+        h.effects.prepare = lambda starts, _at: order.append(sorted(job.name for job, _ in starts))
 
         def logged(job: LoadedJob, slot: datetime, gate: Gate | None = None) -> RunHandle:
             order.append(job.name)
             return launch(job, slot, gate)
 
-        h.loop.launch = logged
+        h.effects.launch = logged
         await h.run_until(T0 + timedelta(minutes=1))
         assert order[0] == [f"j{i}" for i in range(5)]
         assert sorted(order[1:]) == [f"j{i}" for i in range(5)]  # type: ignore[type-var]
@@ -398,7 +444,7 @@ async def test_the_loop_gets_ready_before_a_slot_and_spawns_at_it() -> None:
     text = "jobs:\n  a: {every: 1m, command: x}\n  b: {cron: '*/2 * * * *', command: x}\n"
     async with harness(text, lead=lead) as h:
         prepared: list[tuple[list[str], datetime, datetime]] = []
-        h.loop.prepare = lambda starts, at: prepared.append(
+        h.effects.prepare = lambda starts, at: prepared.append(
             (sorted(job.name for job, _ in starts), at, h.clock.now())
         )
         await h.run_until(T0 + timedelta(minutes=4, seconds=30))
@@ -496,13 +542,15 @@ async def test_no_run_outlives_the_loop_a_cancelled_loop_kills_and_reaps_its_run
         runs.append(run)
         return run
 
-    loop = Loop(clock=clock, log=logger, launch=launch, heartbeat=timedelta(seconds=10))
+    effects = FakeEffects(clock, [])
+    effects.launch = launch
+    loop = Loop(clock=clock, log=logger, effects=effects, heartbeat=timedelta(seconds=10))
     serving = asyncio.create_task(loop.run())
     loop.start_soon(jobs(text)["long"], T0)
     await asyncio.wait_for(log.output.wait(), 20)
     pid = runs[0].pid
     assert pid is not None
-    assert loop.running_count() == 1
+    assert loop.going.count() == 1
     serving.cancel()
     with pytest.raises(asyncio.CancelledError):
         await serving
@@ -523,13 +571,13 @@ async def test_a_paused_job_starts_nothing_and_resume_counts_its_slots() -> None
     async with harness(MINUTELY) as h:
         await h.run_until(T0 + timedelta(minutes=1, seconds=30))
         h.loop.pause("m", None)
-        assert h.loop.pauses() == {"m": None}
+        assert h.loop.core.pauses.listing() == {"m": None}
         await h.run_until(T0 + timedelta(minutes=6, seconds=30))
         assert h.starts() == [T0 + timedelta(minutes=1)]
         assert h.events.named("job.missed") == h.events.named("job.skipped") == []
         assert h.loop.resume("m") == 5  # minutes 2 to 6
         assert h.loop.resume("m") is None  # not paused any more
-        assert h.loop.pauses() == {}
+        assert h.loop.core.pauses.listing() == {}
         await h.run_until(T0 + timedelta(minutes=8, seconds=30))
         assert h.starts()[1:] == [T0 + timedelta(minutes=7), T0 + timedelta(minutes=8)]
 
@@ -540,20 +588,20 @@ async def test_a_pause_ends_by_itself_exactly_at_its_end_without_polling() -> No
     text = "jobs:\n  y: {cron: '0 0 1 1 *', command: x}\n"
     async with harness(text, heartbeat=3600) as h:
         resumed: list[tuple[str, int, datetime]] = []
-        h.loop.on_resumed = lambda name, n: resumed.append((name, n, h.clock.now()))
+        h.effects.on_resumed = lambda name, n: resumed.append((name, n, h.clock.now()))
         until = T0 + timedelta(seconds=7, milliseconds=250)
         h.loop.pause("y", until)
         await h.settle()
         assert h.clock.next_wake() == until
         await h.run_until(T0 + timedelta(minutes=30))
         assert resumed == [("y", 0, until)]
-        assert h.loop.pauses() == {}
+        assert h.loop.core.pauses.listing() == {}
 
 
 async def test_pausing_again_replaces_the_end_and_keeps_the_count() -> None:
     async with harness(MINUTELY) as h:
         resumed: list[tuple[str, int, datetime]] = []
-        h.loop.on_resumed = lambda name, n: resumed.append((name, n, h.clock.now()))
+        h.effects.on_resumed = lambda name, n: resumed.append((name, n, h.clock.now()))
         h.loop.pause("m", T0 + timedelta(minutes=2, seconds=30))
         await h.run_until(T0 + timedelta(minutes=2, seconds=10))
         h.loop.pause("m", T0 + timedelta(minutes=4, seconds=30))
@@ -565,7 +613,7 @@ async def test_pausing_again_replaces_the_end_and_keeps_the_count() -> None:
 async def test_a_slot_at_the_pause_end_runs() -> None:
     async with harness(MINUTELY) as h:
         resumed: list[tuple[str, int]] = []
-        h.loop.on_resumed = lambda name, n: resumed.append((name, n))
+        h.effects.on_resumed = lambda name, n: resumed.append((name, n))
         h.loop.pause("m", T0 + timedelta(minutes=3))
         await h.run_until(T0 + timedelta(minutes=3, seconds=30))
         assert h.starts() == [T0 + timedelta(minutes=3)]
@@ -578,7 +626,7 @@ async def test_a_suspend_through_a_pause_end_counts_the_paused_slots_only() -> N
     text = "jobs:\n  m: {every: 1m, grace: 5m, command: x}\n"
     async with harness(text) as h:
         resumed: list[tuple[str, int]] = []
-        h.loop.on_resumed = lambda name, n: resumed.append((name, n))
+        h.effects.on_resumed = lambda name, n: resumed.append((name, n))
         h.loop.pause("m", T0 + timedelta(minutes=2, seconds=30))
         await h.settle()
         h.clock.set(T0 + timedelta(minutes=5, seconds=10))
@@ -613,7 +661,7 @@ async def test_a_pause_outlives_a_reload_even_of_a_job_removed_and_added_again()
         h.loop.load(jobs(MINUTELY))
         await h.run_until(T0 + timedelta(minutes=4, seconds=30))
         assert h.starts() == []
-        assert h.loop.pauses() == {"m": None, "gone": None}
+        assert h.loop.core.pauses.listing() == {"m": None, "gone": None}
         assert h.loop.resume("m") == 3  # minutes 1, 3 and 4 (2 it was not in the file)
 
 
@@ -621,7 +669,7 @@ async def test_trigger_starts_a_run_now_also_for_a_paused_or_disabled_job() -> N
     text = "jobs:\n  m: {every: 1h, command: x}\n  d: {every: 1m, enabled: false, command: x}\n"
     async with harness(text) as h:
         prepared: list[tuple[list[str], datetime]] = []
-        h.loop.prepare = lambda starts, at: prepared.append(([j.name for j, _ in starts], at))
+        h.effects.prepare = lambda starts, at: prepared.append(([j.name for j, _ in starts], at))
         await h.run_until(T0 + timedelta(seconds=12))
         h.loop.pause("m", None)
         run = h.loop.trigger("m")
@@ -646,7 +694,7 @@ async def test_trigger_follows_the_jobs_overlap() -> None:
         assert h.loop.trigger("s") == "s has a run going and overlap: skip"
         assert isinstance(h.loop.trigger("a"), FakeRun)
         assert isinstance(h.loop.trigger("a"), FakeRun)
-        assert h.loop.running_count() == 3
+        assert h.loop.going.count() == 3
         old = h.loop.trigger("r")
         assert isinstance(old, FakeRun)
         h.clock.advance(timedelta(seconds=5))
@@ -701,7 +749,7 @@ async def test_a_jobs_max_running_skips_fires_beyond_it() -> None:
 async def test_a_burst_beyond_the_daemons_max_running_waits_first_come_first_served() -> None:
     text = "jobs:\n" + "".join(f"  j{i}: {{every: 1h, grace: 1m, command: x}}\n" for i in range(4))
     async with harness(text, finish_at_once=False, heartbeat=3600) as h:
-        h.loop.max_running = 2
+        h.loop.limit(2)
         await h.run_until(T0 + timedelta(hours=1))
         assert [r.job for r in h.runs] == ["j0", "j1"]
         queued = h.events.named("job.queued")
@@ -736,7 +784,7 @@ async def test_a_burst_beyond_the_daemons_max_running_waits_first_come_first_ser
 async def test_triggered_runs_count_toward_the_daemons_max_running() -> None:
     text = "jobs:\n  a: {every: 1m, command: x}\n  b: {every: 1h, command: x}\n"
     async with harness(text, finish_at_once=False) as h:
-        h.loop.max_running = 1
+        h.loop.limit(1)
         await h.settle()
         assert isinstance(h.loop.trigger("b"), FakeRun)
         assert h.loop.trigger("a") == "the daemon's max_running (1) is reached: 1 going"
@@ -745,6 +793,6 @@ async def test_triggered_runs_count_toward_the_daemons_max_running() -> None:
         assert h.events.named("job.queued") == [
             {"job": "a", "slot": "2026-03-01T12:01:00Z", "running": 1}
         ]
-        h.loop.max_running = None  # a reload lifts the limit: the queued run starts
+        h.loop.limit(None)  # a reload lifts the limit: the queued run starts
         await h.settle()
         assert [r.job for r in h.runs] == ["b", "a"]

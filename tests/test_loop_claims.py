@@ -1,7 +1,7 @@
-"""The loop's side of claims (crond/daemon/claims.py) on a fake clock: what it does with a
-start its `prepare` refused. The store behind `prepare` is a small stand-in here (a set of
-claims, a switch for the database): the loop is under test, and tests/e2e/test_replicas.py
-runs the real thing with real replicas and a real PostgreSQL.
+"""The loop's side of claims (crond/schedule/unclaimed.py, core.py) on a fake clock: what
+it does with a start its `prepare` refused. The store behind `prepare` is a small
+stand-in here (a set of claims, a switch for the database): the loop is under test, and
+tests/e2e/test_replicas.py runs the real thing with real replicas and a real PostgreSQL.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from crond.config.loaded import LoadedJob
-from crond.daemon.claims import Refusal
+from crond.schedule.actions import Refusal
 from tests.test_loop import T0, harness
 
 
@@ -48,7 +48,7 @@ SLOT = T0 + MINUTE
 async def test_a_start_the_database_did_not_answer_for_runs_when_it_answers_within_grace() -> None:
     async with harness("jobs:\n  a: {every: 1m, grace: 1m, command: x}\n") as h:
         db = Database()
-        h.loop.prepare = db.prepare
+        h.effects.prepare = db.prepare
         db.down = True
         await h.run_until(SLOT + timedelta(seconds=3))
         assert h.runs == []  # no claim, no run
@@ -63,7 +63,7 @@ async def test_a_start_the_database_did_not_answer_for_runs_when_it_answers_with
 async def test_a_start_not_claimed_within_its_grace_is_missed_with_reason_database() -> None:
     async with harness("jobs:\n  a: {every: 1h, grace: 30s, command: x}\n") as h:
         db = Database()
-        h.loop.prepare = db.prepare
+        h.effects.prepare = db.prepare
         db.down = True
         slot = T0 + timedelta(hours=1)
         await h.run_until(slot + timedelta(minutes=5))
@@ -85,7 +85,7 @@ async def test_a_start_not_claimed_within_its_grace_is_missed_with_reason_databa
 async def test_one_start_a_job_waits_a_newer_slot_takes_the_place_of_an_older() -> None:
     async with harness("jobs:\n  a: {every: 1m, grace: 5m, command: x}\n", heartbeat=3600) as h:
         db = Database()
-        h.loop.prepare = db.prepare
+        h.effects.prepare = db.prepare
         db.down = True
         await h.run_until(T0 + timedelta(minutes=3, seconds=30))
         missed = h.events.named("job.missed")
@@ -100,7 +100,7 @@ async def test_a_slot_another_replica_claimed_is_not_run_nor_told() -> None:
     async with harness("jobs:\n  a: {every: 1m, command: x}\n  b: {every: 1m, command: x}\n") as h:
         db = Database()
         db.claims[("a", SLOT)] = "elsewhere"
-        h.loop.prepare = db.prepare
+        h.effects.prepare = db.prepare
         await h.run_until(SLOT + timedelta(seconds=1))
         assert [r.job for r in h.runs] == ["b"]
         assert h.events.items == []  # the other replica logs and tells of its run
@@ -112,7 +112,7 @@ async def test_a_skip_job_running_on_another_replica_is_skipped_by_the_claims_ho
     async with harness("jobs:\n  a: {every: 1m, command: x}\n") as h:
         db = Database()
         db.busy.add("a")
-        h.loop.prepare = db.prepare
+        h.effects.prepare = db.prepare
         await h.run_until(SLOT + timedelta(seconds=1))
         assert h.runs == []
         assert h.events.named("job.skipped") == [
@@ -128,14 +128,14 @@ async def test_what_another_replica_claimed_first_is_not_told_here() -> None:
     text = "jobs:\n  a: {every: 1m, command: x}\n  b: {every: 1m, grace: 1s, command: x}\n"
     async with harness(text, finish_at_once=False) as h:
         db = Database()
-        h.loop.prepare = db.prepare
+        h.effects.prepare = db.prepare
         asked: list[tuple[str, datetime]] = []
 
         def dedupe(keys: list[tuple[str, datetime]]) -> set[tuple[str, datetime]]:
             asked.extend(keys)
             return {key for key in keys if key in db.claims}
 
-        h.loop.dedupe = dedupe
+        h.effects.dedupe = dedupe
         await h.run_until(SLOT + timedelta(seconds=1))  # a and b run (b stays running)
         db.claims[("a", SLOT + MINUTE)] = "elsewhere"
         h.runs[0].done.set()
@@ -152,7 +152,7 @@ async def test_what_another_replica_claimed_first_is_not_told_here() -> None:
 async def test_a_trigger_without_a_claim_is_refused_and_says_why() -> None:
     async with harness("jobs:\n  a: {every: 1h, command: x}\n") as h:
         db = Database()
-        h.loop.prepare = db.prepare
+        h.effects.prepare = db.prepare
         await h.settle()
         db.down = True
         assert h.loop.trigger("a") == (
@@ -168,8 +168,8 @@ async def test_a_queued_start_claims_when_its_place_frees_and_not_before() -> No
     text = "jobs:\n  a: {every: 1h, command: x}\n  b: {every: 1h, command: x}\n"
     async with harness(text, finish_at_once=False, heartbeat=3600) as h:
         db = Database()
-        h.loop.prepare = db.prepare
-        h.loop.max_running = 1
+        h.effects.prepare = db.prepare
+        h.loop.limit(1)
         slot = T0 + timedelta(hours=1)
         await h.run_until(slot)
         assert list(db.claims) == [("a", slot)]  # b waits unclaimed: another may take it
@@ -183,14 +183,14 @@ async def test_a_jobs_own_max_running_claims_nothing_so_another_replica_may_run_
     text = "jobs:\n  a: {every: 1m, overlap: allow, max_running: 1, command: x}\n"
     async with harness(text, finish_at_once=False) as h:
         db = Database()
-        h.loop.prepare = db.prepare
+        h.effects.prepare = db.prepare
         asked: list[tuple[str, datetime]] = []
 
         def dedupe(keys: list[tuple[str, datetime]]) -> set[tuple[str, datetime]]:
             asked.extend(keys)
             return set()
 
-        h.loop.dedupe = dedupe
+        h.effects.dedupe = dedupe
         await h.run_until(SLOT + MINUTE + timedelta(seconds=1))
         assert h.starts() == [SLOT]  # its run goes on: the next slot is passed over here
         assert [kw["reason"] for kw in h.events.named("job.skipped")] == ["max_running"]

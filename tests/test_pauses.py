@@ -40,7 +40,7 @@ def _pause(
 
 
 def test_a_pause_is_kept_as_given_and_replaced_and_cleared(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     assert store.pauses() == {}
     until = T0 + timedelta(hours=2, microseconds=7)
     store.set_pause(_pause("a", until, "db migration"))
@@ -63,7 +63,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from crond.store import base, sqlite
-store = sqlite.Store(Path(sys.argv[1]))
+store = sqlite.SqliteStore(Path(sys.argv[1]))
 at = datetime(2026, 12, 2, 16, tzinfo=UTC)
 store.set_pause(base.PauseRow("a", at, datetime(2026, 12, 2, 18, tzinfo=UTC), "n", "{}"))
 store.set_pause(base.PauseRow("b", at, None, None, "{}"))
@@ -82,7 +82,7 @@ def test_a_pause_outlives_the_process_that_set_it(tmp_path: Path) -> None:
         code = _WRITER.replace("{exit}", f"import os\n{how}")
         done = subprocess.run([sys.executable, "-c", code, str(directory)], check=False)
         assert done.returncode == (9 if "_exit" in how else 0)
-        again = state.Store(directory)  # the next daemon
+        again = state.SqliteStore(directory)  # the next daemon
         expected = base.PauseRow(
             "a", datetime(2026, 12, 2, 16, tzinfo=UTC), datetime(2026, 12, 2, 18, tzinfo=UTC),
             "n", "{}",
@@ -97,8 +97,8 @@ def test_a_pause_outlives_the_process_that_set_it(tmp_path: Path) -> None:
 def test_an_older_store_without_the_table_gains_it(tmp_path: Path) -> None:
     """A store of an older crond (same schema, no pauses table): a reader sees no pauses
     (it never writes), the daemon's open adds the table and keeps the rest."""
-    store = state.Store(tmp_path)
-    store.save_cursors([("a", T0)])
+    store = state.SqliteStore(tmp_path)
+    store.update_view([], [("a", T0)])
     store.close()
     db = sqlite3.connect(tmp_path / state.DB_NAME)
     db.execute("DROP TABLE pauses")
@@ -106,7 +106,7 @@ def test_an_older_store_without_the_table_gains_it(tmp_path: Path) -> None:
     reader = state.Reader(tmp_path)
     assert reader.pauses() == {}
     reader.close()
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     assert store.cursors() == {"a": T0}
     store.set_pause(_pause("a"))
     assert store.pauses() == {"a": _pause("a")}
@@ -114,7 +114,7 @@ def test_an_older_store_without_the_table_gains_it(tmp_path: Path) -> None:
 
 
 def test_the_reader_sees_pauses_while_the_daemon_holds_the_store(tmp_path: Path) -> None:
-    writer = state.Store(tmp_path)
+    writer = state.SqliteStore(tmp_path)
     writer.set_pause(_pause("a", T0 + timedelta(hours=1), "x"))
     reader = state.Reader(tmp_path)
     assert list(reader.pauses()) == ["a"]
@@ -127,7 +127,7 @@ def test_the_reader_sees_pauses_while_the_daemon_holds_the_store(tmp_path: Path)
 
 
 def test_a_pause_row_that_does_not_decode_is_a_state_error(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     db = sqlite3.connect(tmp_path / state.DB_NAME)
     with db:
         db.execute("INSERT INTO pauses VALUES ('a', 'not a time', NULL, NULL, '{}')")
@@ -148,7 +148,7 @@ def _paused_store(directory: Path, now: datetime) -> datetime:
     """a: paused until tomorrow (to the minute), with a note; b: until resumed; c: a pause
     that ran out with no daemon to clear it; d: not paused. Returns a's `until`."""
     until = (now + timedelta(days=1)).replace(second=0, microsecond=0)
-    store = state.Store(directory)
+    store = state.SqliteStore(directory)
     store.set_pause(_pause("a", until, "db migration", since=now))
     store.set_pause(_pause("b", None, None, since=now))
     store.set_pause(_pause("c", now - timedelta(minutes=1), "old", since=now - timedelta(hours=1)))
@@ -192,7 +192,7 @@ def test_status_shows_each_pause_in_the_table_and_as_json(tmp_path: Path) -> Non
 def test_status_without_pauses_has_no_pause_column(tmp_path: Path) -> None:
     f = tmp_path / "s.yaml"
     f.write_text(FILE)
-    state.Store(tmp_path / "state").close()
+    state.SqliteStore(tmp_path / "state").close()
     lines = _status(f, tmp_path / "state").splitlines()
     assert lines[0].split()[-2:] == ["NEXT", "FIRE"]
     assert "paused" not in "\n".join(lines)
@@ -207,7 +207,7 @@ def test_status_of_a_running_daemon_reads_its_pauses_too(tmp_path: Path) -> None
     f.write_text(FILE)
     now = datetime.now(UTC)
     until = _paused_store(tmp_path / "state", now)
-    store = state.Store(tmp_path / "state")
+    store = state.SqliteStore(tmp_path / "state")
     nxt = now + timedelta(hours=1)
     store.publish_view(
         [base.ViewRow(j, True, "every 1h", nxt.timestamp(), iso_utc(nxt), nxt.isoformat(), None)

@@ -1,4 +1,4 @@
-"""crond.when.plan against a brute-force model of R9 with overlap, `max_running` and
+"""crond.schedule.rules against a brute-force model of R9 with overlap, `max_running` and
 pauses (docs/schedules.md), over random jobs, cursors, clocks and running counts.
 
 The model walks the slots of an `every` job one by one and applies the rules as the docs
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crond.config import loader
-from crond.when.plan import Decision, Missed, make_entry, plan_entry
+from crond.schedule.rules import Decision, Missed, decide, make_entry
 from crond.when.preview import PreviewRow, format_table, limit_notes
 from crond.when.timing import Fire
 
@@ -110,7 +110,7 @@ def test_planner_matches_the_model(
 ) -> None:
     loaded = loader.loads(f"jobs:\n  j: {job.text()}\n").jobs["j"]
     entry = make_entry(loaded, at(cursor))
-    assert plan_entry(entry, at(now), running, paused=paused) == model(
+    assert decide(entry, at(now), running, paused=paused) == model(
         job, cursor, now, running, paused
     )
 

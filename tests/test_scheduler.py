@@ -1,4 +1,4 @@
-"""crond.when.plan: the pure planner (R9 grace, missed slots, clock steps, overlap,
+"""crond.schedule.rules and heap: the pure rules (R9 grace, missed slots, clock steps, overlap,
 catch-up) as one table whose every row checks every field of the Decision, and the heap
 of next fires."""
 
@@ -12,7 +12,8 @@ import pytest
 
 from crond.config import loader
 from crond.config.loaded import LoadedJob
-from crond.when.plan import Decision, Entry, Missed, Schedule, make_entry, plan_entry
+from crond.schedule.heap import Schedule
+from crond.schedule.rules import Decision, Entry, Missed, decide, make_entry
 from crond.when.timing import Fire, IntervalTiming
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -254,7 +255,7 @@ def _at(seconds: float | None) -> datetime | None:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_plan(case: Case) -> None:
     entry = make_entry(job(case.job), at(case.cursor))
-    decision = plan_entry(entry, at(case.now), case.running, paused=case.paused)
+    decision = decide(entry, at(case.now), case.running, paused=case.paused)
     missed = None
     if case.missed is not None:
         count, first, last = case.missed
@@ -295,7 +296,7 @@ def test_month_of_suspend_is_counted_not_walked() -> None:
     few steps (walked, they took seconds)."""
     timing = CountingInterval(timedelta(seconds=1))
     entry = Entry(job("every: 1s, command: x"), timing, T0)
-    decision = plan_entry(entry, T0 + timedelta(days=30, milliseconds=500), 0)
+    decision = decide(entry, T0 + timedelta(days=30, milliseconds=500), 0)
     assert decision.missed == Missed(30 * 86400 - 1, at(1), T0 + timedelta(days=30, seconds=-1))
     assert decision.start == T0 + timedelta(days=30)
     assert timing.steps <= 2  # the entry's first fire, and the next after now
@@ -313,7 +314,7 @@ def test_cursor_never_decreases_through_schedule() -> None:
     schedule = Schedule()
     entry = make_entry(job(E1), at(120))
     schedule.put(entry)
-    decision = plan_entry(entry, at(30), 0)  # the clock stepped back 90 s
+    decision = decide(entry, at(30), 0)  # the clock stepped back 90 s
     schedule.apply(entry, decision)
     assert entry.cursor == at(120)
     assert entry.next_fire == fire(180)
@@ -324,7 +325,7 @@ def test_apply_moves_the_entry_on_the_heap() -> None:
     schedule = Schedule()
     entry = make_entry(job(E1), T0)
     schedule.put(entry)
-    schedule.apply(entry, plan_entry(entry, at(60), 0))
+    schedule.apply(entry, decide(entry, at(60), 0))
     assert (entry.cursor, entry.next_fire) == (at(60), fire(120))
     assert schedule.pop_due(at(119.999)) == []
     assert schedule.pop_due(at(120)) == [entry]  # due at its instant exactly
@@ -391,5 +392,5 @@ def test_a_fire_not_yet_due_is_kept_not_computed_again() -> None:
     timing = CountingInterval(timedelta(minutes=1))
     entry = Entry(job(E1), timing, T0)
     for now in (1, 30, 59.999):
-        assert plan_entry(entry, at(now), 0).next_fire is entry.next_fire
+        assert decide(entry, at(now), 0).next_fire is entry.next_fire
     assert timing.steps == 1  # the entry's own first fire

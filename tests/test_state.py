@@ -31,7 +31,7 @@ T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
 
 def test_start_and_finish_record_an_attempt(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     row = store.start(
         "a", run_id="r1", slot=T0, attempt=1, started=T0 + timedelta(milliseconds=2), cursor=T0
     )
@@ -60,12 +60,12 @@ def _note(job: str, created: float = 1.0) -> base.OutboxRow:
 
 
 def test_the_outbox_keeps_notifications_across_a_restart_until_done(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     ids = store.outbox_add([_note("a", 1.0), _note("b", 2.0), _note("c", 3.0)])
     assert len(set(ids)) == 3
     store.outbox_done(ids[:1])
     store.close()
-    store = state.Store(tmp_path)  # the next daemon (or the same after a crash)
+    store = state.SqliteStore(tmp_path)  # the next daemon (or the same after a crash)
     pending = store.outbox_pending(10)
     assert [(r.id, r.job, r.body, r.created) for r in pending] == [
         (ids[1], "b", '{"job": "b"}', 2.0),
@@ -78,14 +78,14 @@ def test_the_outbox_keeps_notifications_across_a_restart_until_done(tmp_path: Pa
 
 
 def test_cursor_never_goes_back(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
-    store.save_cursors([("a", T0 + timedelta(hours=1))])
-    store.save_cursors([("a", T0)])
+    store = state.SqliteStore(tmp_path)
+    store.update_view([], [("a", T0 + timedelta(hours=1))])
+    store.update_view([], [("a", T0)])
     assert store.cursors()["a"] == T0 + timedelta(hours=1)
 
 
 def test_history_is_pruned_per_job(tmp_path: Path) -> None:
-    store = state.Store(tmp_path, history=5)
+    store = state.SqliteStore(tmp_path, history=5)
     for i in range(12):
         for job in ("a", "b"):
             row = store.start(job, run_id=f"{job}{i}", slot=T0, attempt=1, started=T0, cursor=T0)
@@ -97,10 +97,10 @@ def test_history_is_pruned_per_job(tmp_path: Path) -> None:
 
 
 def test_open_attempts_are_closed_as_lost_by_the_next_daemon(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     store.start("a", run_id="r1", slot=T0, attempt=1, started=T0, cursor=T0)
     store.close()
-    again = state.Store(tmp_path)  # a new daemon after a crash
+    again = state.SqliteStore(tmp_path)  # a new daemon after a crash
     lost = again.close_lost(T0 + timedelta(minutes=1))
     assert [(r.job, r.run_id, r.slot) for r in lost] == [("a", "r1", T0)]
     last = again.last("a")
@@ -111,11 +111,11 @@ def test_open_attempts_are_closed_as_lost_by_the_next_daemon(tmp_path: Path) -> 
 
 def test_corrupt_file_is_moved_aside_and_a_fresh_one_started(tmp_path: Path) -> None:
     (tmp_path / state.DB_NAME).write_bytes(b"this is not a database" * 100)
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     assert store.moved_aside is not None
     assert Path(store.moved_aside).exists()
     assert store.cursors() == {}
-    store.save_cursors([("a", T0)])
+    store.update_view([], [("a", T0)])
     assert store.cursors() == {"a": T0}
 
 
@@ -123,11 +123,11 @@ def test_unwritable_directory_is_a_state_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(base.StateError, match="Not a directory"):
-        state.Store(blocker / "sub")
+        state.SqliteStore(blocker / "sub")
 
 
 def test_a_reader_sees_committed_rows_while_the_writer_holds_the_file(tmp_path: Path) -> None:
-    writer = state.Store(tmp_path)
+    writer = state.SqliteStore(tmp_path)
     row = writer.start("a", run_id="r1", slot=T0, attempt=1, started=T0, cursor=T0)
     reader = sqlite3.connect(tmp_path / state.DB_NAME)
     assert reader.execute("SELECT count(*) FROM attempts").fetchone() == (1,)
@@ -190,7 +190,7 @@ def _recorder(store: base.Store, log: _Log) -> StoreRecorder:
 
 
 def test_store_recorder_keeps_each_attempt_with_its_output(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     recorder = _recorder(store, _Log())
     _run(recorder, "echo one; echo two; exit 3")
     row = store.last("j")
@@ -202,7 +202,7 @@ def test_store_recorder_keeps_each_attempt_with_its_output(tmp_path: Path) -> No
 
 
 def test_a_broken_store_never_stops_a_run(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     log = _Log()
     recorder = _recorder(store, log)
     store.close()  # every write now fails
@@ -213,7 +213,7 @@ def test_a_broken_store_never_stops_a_run(tmp_path: Path) -> None:
     assert [e for e, _ in log.events] == ["state.write_failed"]  # once per `quiet` seconds
 
 
-def finish(store: state.Store, row: int, job: str, outcome: str, **kw: Any) -> None:
+def finish(store: state.SqliteStore, row: int, job: str, outcome: str, **kw: Any) -> None:
     store.finish(
         row,
         job=job,
@@ -227,7 +227,7 @@ def finish(store: state.Store, row: int, job: str, outcome: str, **kw: Any) -> N
 
 
 def test_summaries_keep_the_last_success_beyond_the_history(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     ok = store.start("a", run_id="ok", slot=T0, attempt=1, started=T0, cursor=T0)
     finish(store, ok, "a", "success")
     for i in range(5):
@@ -246,7 +246,7 @@ def test_summaries_keep_the_last_success_beyond_the_history(tmp_path: Path) -> N
 
 
 def test_summary_instants_are_iso_text_as_the_events_write_them(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     started = T0 + timedelta(microseconds=1_234_567)
     row = store.start("a", run_id="r", slot=T0, attempt=1, started=started, cursor=T0)
     finish(store, row, "a", "success")
@@ -260,10 +260,10 @@ def test_summary_instants_are_iso_text_as_the_events_write_them(tmp_path: Path) 
 
 
 def test_lost_runs_show_as_lost_in_the_summary(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     store.start("a", run_id="r", slot=T0, attempt=1, started=T0, cursor=T0)
     store.close()
-    again = state.Store(tmp_path)
+    again = state.SqliteStore(tmp_path)
     (lost,) = again.close_lost(T0 + timedelta(minutes=1))
     assert lost.run_id == "r"
     a = state.Reader(tmp_path).summaries()["a"]
@@ -276,10 +276,10 @@ def test_reader_refuses_a_missing_store_and_never_creates_one(tmp_path: Path) ->
     assert not (tmp_path / "nothing").exists()
 
 
-def test_save_cursors_moves_several_in_one_commit(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
-    store.save_cursors([("a", T0), ("b", T0 + timedelta(seconds=1))])
-    store.save_cursors([("a", T0 - timedelta(days=1))])
+def test_update_view_moves_several_cursors_in_one_commit(tmp_path: Path) -> None:
+    store = state.SqliteStore(tmp_path)
+    store.update_view([], [("a", T0), ("b", T0 + timedelta(seconds=1))])
+    store.update_view([], [("a", T0 - timedelta(days=1))])
     assert store.cursors() == {"a": T0, "b": T0 + timedelta(seconds=1)}
 
 
@@ -293,20 +293,20 @@ def test_resolve_dir(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_one_store_serves_one_daemon(tmp_path: Path) -> None:
-    first = state.Store(tmp_path)
+    first = state.SqliteStore(tmp_path)
     with pytest.raises(base.StateError, match=r"in use by another crond \(pid \d+\)"):
-        state.Store(tmp_path)
+        state.SqliteStore(tmp_path)
     first.close()
-    state.Store(tmp_path).close()  # free again once the first has closed it
+    state.SqliteStore(tmp_path).close()  # free again once the first has closed it
 
 
 def test_a_store_of_another_schema_is_refused_not_misread(tmp_path: Path) -> None:
-    state.Store(tmp_path).close()
+    state.SqliteStore(tmp_path).close()
     db = sqlite3.connect(tmp_path / state.DB_NAME)
     with db:
         db.execute("UPDATE meta SET value = '99' WHERE key = 'schema'")
     db.close()
-    for open_it in (state.Store, state.Reader):
+    for open_it in (state.SqliteStore, state.Reader):
         with pytest.raises(base.StateError, match=r"another version of crond \(schema 99"):
             open_it(tmp_path)
 
@@ -374,7 +374,7 @@ _VIEW = [
 def _lived_in(directory: Path) -> None:
     """A store with some history: `a` succeeded then failed (its last success is older
     than its last run), `b` was left running, `never` never ran; cursors; a @reboot mark."""
-    store = state.Store(directory)
+    store = state.SqliteStore(directory)
     for run_id, outcome, at in (
         ("r1", "success", _T1),
         ("r2", "failed", _T1 + timedelta(minutes=1)),
@@ -425,7 +425,7 @@ def test_an_older_store_is_upgraded_in_place_keeping_history_and_cursors(
     old_lines = _as_old_schema(tmp_path, version)
     with pytest.raises(base.StateError, match=rf"older crond \(schema {version}\); the daemon up"):
         state.Reader(tmp_path)  # a reader does not write: it waits for the daemon
-    store = state.Store(tmp_path)  # what the daemon opens
+    store = state.SqliteStore(tmp_path)  # what the daemon opens
     assert store.get_meta("schema") == str(schema.SCHEMA_VERSION) == "3"
     assert store.get_meta("view_sha256") == ""  # the old view is gone: not to be trusted
     assert [(r.run_id, r.outcome, r.output) for r in store.recent("a", 10)] == [
@@ -467,7 +467,7 @@ def test_an_upgrade_that_fails_leaves_the_store_as_it_was(tmp_path: Path) -> Non
         db.execute("ALTER TABLE summary RENAME COLUMN success_duration_s TO something_else")
     db.close()
     with pytest.raises(base.StateError, match="success_duration_s"):
-        state.Store(tmp_path)
+        state.SqliteStore(tmp_path)
     db = sqlite3.connect(tmp_path / state.DB_NAME)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
     assert db.execute("SELECT count(*) FROM attempts").fetchone() == (3,)
@@ -479,9 +479,9 @@ def test_an_upgrade_that_fails_leaves_the_store_as_it_was(tmp_path: Path) -> Non
 def test_an_sqlite_library_too_old_is_refused_saying_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    state.Store(tmp_path).close()
+    state.SqliteStore(tmp_path).close()
     monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 23, 1))
-    for open_it in (state.Store, state.Reader):
+    for open_it in (state.SqliteStore, state.Reader):
         with pytest.raises(
             base.StateError, match=r"is 3\.23\.1; crond's state store needs 3\.24\.0"
         ):
@@ -491,7 +491,7 @@ def test_an_sqlite_library_too_old_is_refused_saying_so(
 # --- what status prints of the store -----------------------------------------------------
 
 
-def _shown(store: state.Store) -> dict[str, tuple[object, ...]]:
+def _shown(store: state.SqliteStore) -> dict[str, tuple[object, ...]]:
     """Each job's status, as --json and the table show it."""
     rows = store.status_rows()
     lines = [json.loads(line) for line in status.format_status_json(rows, alive=True).splitlines()]
@@ -510,7 +510,7 @@ def _shown(store: state.Store) -> dict[str, tuple[object, ...]]:
 
 def test_status_follows_the_summaries(tmp_path: Path) -> None:
     """Every write of a summary reaches status, and a view made later picks them up."""
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     store.publish_view([base.view_row(name, True, "every 1m", None) for name in "ab"], "x")
 
@@ -571,7 +571,7 @@ def test_status_json_is_json_whatever_the_text(tmp_path: Path) -> None:
 
 
 def test_rows_that_do_not_decode_are_a_state_error(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     store._db.execute(
         "INSERT INTO attempts (run_id, job, slot, attempt, started, output) "
         "VALUES ('r', 'a', 'not a time', 1, 0, 'not json')"
@@ -586,7 +586,7 @@ def test_rows_that_do_not_decode_are_a_state_error(tmp_path: Path) -> None:
 
 
 def test_a_full_disk_is_reported_as_such(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     store._db.execute("PRAGMA max_page_count = 20")  # a disk that fills up
 
     def fill() -> None:
@@ -602,7 +602,7 @@ def test_a_full_disk_is_reported_as_such(tmp_path: Path) -> None:
 
 
 def test_damage_found_by_a_write_is_moved_aside_at_the_reopen(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     for i in range(300):
         row = store.start("a", run_id=f"r{i}", slot=T0, attempt=1, started=T0, cursor=T0)
         store.finish(row, job="a", finished=T0, outcome="success", exit_code=0,
@@ -617,11 +617,11 @@ def test_damage_found_by_a_write_is_moved_aside_at_the_reopen(tmp_path: Path) ->
     for n in range(20, len(data) // page - 2):
         data[n * page : n * page + 64] = b"\xff" * 64
     path.write_bytes(bytes(data))
-    damaged = state.Store(tmp_path)  # the header is fine: it opens
+    damaged = state.SqliteStore(tmp_path)  # the header is fine: it opens
     with pytest.raises(base.StateError, match="malformed"):
         damaged.recent("a", 1000)
     damaged.close()
-    fresh = state.Store(tmp_path, aside=True)  # what the daemon does at the next heartbeat
+    fresh = state.SqliteStore(tmp_path, aside=True)  # what the daemon does at the next heartbeat
     assert fresh.moved_aside is not None
     assert Path(fresh.moved_aside).exists()
     assert fresh.recent("a", 10) == []
@@ -629,10 +629,10 @@ def test_damage_found_by_a_write_is_moved_aside_at_the_reopen(tmp_path: Path) ->
 
 
 def test_finish_of_a_row_that_is_gone_does_nothing(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     row = store.start("a", run_id="r1", slot=T0, attempt=1, started=T0, cursor=T0)
     store.close()
-    fresh = state.Store(tmp_path, aside=True)  # moved aside: a new file
+    fresh = state.SqliteStore(tmp_path, aside=True)  # moved aside: a new file
     other = fresh.start("b", run_id="r2", slot=T0, attempt=1, started=T0, cursor=T0)
     assert other == row  # the same row id, in the new file: another run's row
     fresh.finish(row, job="a", run_id="r1", finished=T0, outcome="success", exit_code=0,
@@ -643,7 +643,7 @@ def test_finish_of_a_row_that_is_gone_does_nothing(tmp_path: Path) -> None:
 
 
 def test_start_many_records_a_wakes_runs_in_one_commit(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     slot = T0 + timedelta(minutes=1)
     ids = store.start_many([("a", "ra", slot), ("b", "rb", slot)], started=slot)
     assert len(set(ids)) == 2
@@ -654,7 +654,7 @@ def test_start_many_records_a_wakes_runs_in_one_commit(tmp_path: Path) -> None:
 
 
 def test_checkpoints_come_every_so_many_commits_then_one_write(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
     for i in range(5):
         store.start("a", run_id=f"r{i}", slot=T0, attempt=1, started=T0, cursor=T0)
     store.checkpoint()
@@ -668,7 +668,7 @@ def test_checkpoints_come_every_so_many_commits_then_one_write(tmp_path: Path) -
 
 
 def test_publishing_a_view_writes_only_the_rows_that_changed(tmp_path: Path) -> None:
-    store = state.Store(tmp_path)
+    store = state.SqliteStore(tmp_path)
 
     def rows(names: str, schedule: str = "every 1m") -> list[base.ViewRow]:
         return [base.view_row(name, True, schedule if name != "c" else "every 2m", None)
@@ -710,7 +710,7 @@ def test_a_schema_1_store_without_the_summaries_json_is_refused_not_broken(
     )
     db.close()
     with pytest.raises(base.StateError, match="development build of crond"):
-        state.Store(tmp_path)
+        state.SqliteStore(tmp_path)
     db = sqlite3.connect(tmp_path / state.DB_NAME)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("1",)
     db.close()
@@ -750,7 +750,9 @@ class _MemoryStore:
     def last(self, job: str, *, outcome: str | None = None) -> base.AttemptRow | None:
         return None
 
-    def recent(self, job: str | None, limit: int) -> list[base.AttemptRow]:
+    def recent(
+        self, job: str | None, limit: int, only: base.Only = base.EVERY
+    ) -> list[base.AttemptRow]:
         return []
 
     def summaries(self) -> dict[str, base.Summary]:
@@ -773,9 +775,6 @@ class _MemoryStore:
         self._check()
         return {}
 
-    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
-        self._check()
-
     def start(
         self, job: str, *, run_id: str, slot: datetime, attempt: int, started: datetime,
         cursor: datetime,
@@ -788,19 +787,17 @@ class _MemoryStore:
         return [self.start(s.job, run_id=s.run_id, slot=s.slot, attempt=1, started=started,
                            cursor=s.slot) for s in starts]  # fmt: skip
 
-    def claim_many(
+    def claim(
         self,
         starts: Sequence[base.Start],
+        told: Sequence[tuple[str, datetime]],
         started: datetime,
         *,
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
-    ) -> list[base.Claim]:
-        return list(self.start_many(starts, started))
-
-    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
-        return [True] * len(slots)
+    ) -> base.Claimed:
+        return base.Claimed(list(self.start_many(starts, started)), [True] * len(told))
 
     def finish(
         self, row_id: int, *, job: str, run_id: str | None = None, finished: datetime,
@@ -941,7 +938,7 @@ def test_storage_imports_nothing_of_the_runner_nor_the_daemon() -> None:
 
 def test_the_sqlite_store_is_a_store() -> None:
     """Checked by mypy (`make test`): the SQLite classes implement the Protocols."""
-    writer: Callable[[Path], base.Store] = state.Store
+    writer: Callable[[Path], base.Store] = state.SqliteStore
     reader: Callable[[Path], base.Reader] = state.Reader
     assert writer is not None
     assert reader is not None

@@ -173,7 +173,7 @@ def test_the_environment_names_the_database_over_the_file(
         ), failed.stderr
     assert _crond("history", str(path)).returncode == 1
     status = _crond("status", str(path))
-    assert (status.returncode, _lines(status.stdout)["a"].split()[3]) == (0, "-")  # no run
+    assert (status.returncode, _lines(status.stdout)["a"].split()[3]) == (1, "-")  # not read
 
 
 def test_a_cluster_of_another_name_has_no_history_yet(
@@ -198,3 +198,18 @@ def test_without_psycopg_it_says_what_to_install(tmp_path: Path) -> None:
         )
         assert "secret" not in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_a_replicas_state_dir_says_the_history_is_in_the_database(tmp_path: Path) -> None:
+    """A replica's state directory holds only its control socket: `--state-dir`, right
+    for `crond ps`, is wrong for these two, and they say so."""
+    path = _file(tmp_path, "postgresql://crond@127.0.0.1:1/crond")
+    replica_dir = tmp_path / "r1"
+    replica_dir.mkdir()
+    for command in ("status", "history"):
+        done = _crond(command, str(path), "--state-dir", str(replica_dir))
+        assert done.returncode == 1, command
+        assert done.stderr.splitlines()[0] == (
+            f"crond: no history in {replica_dir}: this file's daemon keeps its history in its "
+            "database (daemon.database); run without --state-dir"
+        ), command

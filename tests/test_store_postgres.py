@@ -41,7 +41,7 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     if request.param == "sqlite":
 
         def make(history: int = 100) -> base.Store:
-            return state.Store(tmp_path, history=history)
+            return state.SqliteStore(tmp_path, history=history)
 
     else:
         url = request.getfixturevalue("pg_url")
@@ -112,8 +112,8 @@ def test_the_outbox_keeps_notifications_across_a_restart_until_done(opener: Open
 
 def test_cursors_never_go_back_and_move_several_in_one_commit(opener: Opener) -> None:
     store = opener()
-    store.save_cursors([("a", T0 + timedelta(hours=1)), ("b", T0)])
-    store.save_cursors([("a", T0), ("b", T0 + timedelta(seconds=1))])
+    store.update_view([], [("a", T0 + timedelta(hours=1)), ("b", T0)])
+    store.update_view([], [("a", T0), ("b", T0 + timedelta(seconds=1))])
     assert store.cursors() == {"a": T0 + timedelta(hours=1), "b": T0 + timedelta(seconds=1)}
 
 
@@ -160,14 +160,14 @@ def test_finish_of_a_row_that_is_not_there_does_nothing(opener: Opener) -> None:
     assert b.finished is None
 
 
-def test_start_many_and_claim_many_record_a_wakes_runs(opener: Opener) -> None:
+def test_start_many_and_claim_record_a_wakes_runs(opener: Opener) -> None:
     """One daemon on its store wins every claim; the cursors move with the starts."""
     store = opener()
     slot = T0 + timedelta(minutes=1)
     ids = store.start_many([base.Start("a", "ra", slot), base.Start("b", "rb", slot)], slot)
     later = slot + timedelta(minutes=1)
     claims = [base.Start("b", "rb2", later), base.Start("a", "ra2", later)]
-    won = store.claim_many(claims, later, copies=["", ""])
+    won = store.claim(claims, [], later, copies=["", ""]).starts
     assert None not in won
     assert len({*ids, *won}) == 4
     assert store.cursors() == {"a": later, "b": later}
@@ -175,7 +175,7 @@ def test_start_many_and_claim_many_record_a_wakes_runs(opener: Opener) -> None:
     assert (summaries["a"].run_id, summaries["b"].run_id) == ("ra2", "rb2")
     assert [r.run_id for r in store.recent("b", 10)] == ["rb", "rb2"]
     with pytest.raises(ValueError, match="one copy a start"):
-        store.claim_many(claims, later, copies=[""])
+        store.claim(claims, [], later, copies=[""])
 
 
 def test_status_follows_the_summaries_and_the_view(opener: Opener) -> None:
@@ -246,7 +246,7 @@ def test_a_closed_store_fails_every_call_with_a_state_error(opener: Opener) -> N
     store = opener()
     store.close()
     with pytest.raises(base.StateError):
-        store.save_cursors([("a", T0)])
+        store.update_view([], [("a", T0)])
 
 
 # --- replicas: claims -----------------------------------------------------------------
@@ -341,7 +341,7 @@ def test_two_clusters_in_one_database_do_not_see_each_other(pg_url: str) -> None
     for store in (blue, green):
         (row,) = store.claim_many([base.Start("a", f"run-{store.cluster}", T0)], T0)
         assert row is not None  # the same job, slot and replica name: both win
-        store.save_cursors([("only-" + store.cluster, T0)])
+        store.update_view([], [("only-" + store.cluster, T0)])
         store.set_pause(base.PauseRow("p-" + store.cluster, T0, None, None, ALICE))
         store.outbox_add([base.OutboxRow(0, "ping", "", "a", "ok", "{}", 1.0)])
         store.set_meta("k", store.cluster)
@@ -490,11 +490,11 @@ def test_tables_dropped_under_the_daemon_are_made_again_at_the_reopen(pg_url: st
         store.check_in_place()
     assert gone.value.corrupt
     with pytest.raises(base.StateError) as failed:
-        store.save_cursors([("a", T0)])
+        store.update_view([], [("a", T0)])
     assert failed.value.corrupt
     store.close()
     fresh = _replica(pg_url, "r1")
-    fresh.save_cursors([("a", T0)])
+    fresh.update_view([], [("a", T0)])
     assert fresh.cursors() == {"a": T0}
     fresh.close()
 
@@ -544,9 +544,9 @@ def test_a_stuck_database_fails_the_write_within_the_timeout(pg_url: str) -> Non
         locker.execute("LOCK TABLE crond_cursors IN ACCESS EXCLUSIVE MODE")  # held, open
         began = time.monotonic()
         with pytest.raises(base.StateError, match="QueryCanceled"):
-            store.save_cursors([("a", T0)])
+            store.update_view([], [("a", T0)])
         assert time.monotonic() - began < 3
-    store.save_cursors([("a", T0)])  # the lock gone, it works again
+    store.update_view([], [("a", T0)])  # the lock gone, it works again
     assert store.cursors() == {"a": T0}
     store.close()
 
@@ -555,7 +555,7 @@ def test_a_dropped_connection_fails_one_call_then_is_made_again(pg_url: str) -> 
     """A failover or a restarted server: the call that meets it fails (the recorder logs
     it, degraded), the next connects afresh."""
     store = _replica(pg_url, "r1")
-    store.save_cursors([("a", T0)])
+    store.update_view([], [("a", T0)])
     with psycopg.connect(pg_url, autocommit=True) as admin:
         admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -571,3 +571,21 @@ def test_the_postgres_store_is_a_replicated_store() -> None:
     """Checked by mypy (`make test`): PostgresStore implements base.Replicated."""
     opened: Callable[..., base.Replicated] = PostgresStore.open
     assert opened is not None
+
+
+def test_a_wakes_starts_and_told_slots_are_claimed_in_one_call(pg_url: str) -> None:
+    """`claim`: the starts and the told (skipped, missed) slots of one wake in one
+    transaction; the replica that got a told slot is the one to tell of it."""
+    one = PostgresStore.open(pg_url, cluster="one-call", replica="r1")
+    two = PostgresStore.open(pg_url, cluster="one-call", replica="r2")
+    try:
+        told = [("skipped", T0), ("missed", T0 - timedelta(minutes=1))]
+        first = one.claim([base.Start("a", "ra", T0)], told, T0)
+        second = two.claim([base.Start("a", "ra-2", T0)], told[::-1], T0)
+        assert isinstance(first.starts[0], int)
+        assert first.told == [True, True]
+        assert second.starts == [None]  # r1 holds the start's claim
+        assert second.told == [False, False]
+    finally:
+        one.close()
+        two.close()

@@ -13,8 +13,9 @@ from crond.clock import FakeClock
 from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
-from crond.daemon.systemd import Notifier
+from crond.daemon.systemd import Systemd
 from crond.daemon.telling import Telling
+from tests.test_loop import FakeEffects
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
@@ -22,9 +23,11 @@ T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 def make() -> tuple[FakeClock, Heartbeat, Telling]:
     clock = FakeClock(T0)
     log = structlog.get_logger()
-    loop = Loop(clock=clock, log=log, launch=None, heartbeat=timedelta(seconds=10))  # type: ignore[arg-type]
+    loop = Loop(
+        clock=clock, log=log, effects=FakeEffects(clock, []), heartbeat=timedelta(seconds=10)
+    )
     recorder = StoreRecorder(None, log, clock)
-    heartbeat = Heartbeat(loop, recorder, Notifier({}), log, lambda: None)
+    heartbeat = Heartbeat(loop, recorder, Systemd({}), log, lambda: None)
     telling = Telling(log=log, clock=clock, loop=loop, recorder=recorder, heartbeat=heartbeat)
     return clock, heartbeat, telling
 

@@ -110,7 +110,7 @@ def test_as_root_a_store_directory_others_can_write_is_refused(tmp_path: Path, m
     directory.mkdir()
     os.chown(directory, 0, 65534)
     directory.chmod(mode)
-    for open_it in (state.Store, state.Reader):
+    for open_it in (state.SqliteStore, state.Reader):
         with pytest.raises(StateError) as caught:
             open_it(directory)
         message = str(caught.value)
@@ -124,13 +124,13 @@ def test_the_lock_is_never_opened_through_a_link(tmp_path: Path, victim: Path) -
     directory.mkdir(mode=0o700)
     (directory / state.LOCK_NAME).symlink_to(victim)
     with pytest.raises(StateError, match="symbolic links"):
-        state.Store(directory)
+        state.SqliteStore(directory)
     assert victim.read_bytes() == SECRET
 
 
 def test_a_store_whose_directory_is_removed_says_so(tmp_path: Path) -> None:
     directory = tmp_path / "state"
-    store = state.Store(directory)
+    store = state.SqliteStore(directory)
     try:
         store.check_in_place()  # in place: nothing to say
         for name in list(directory.iterdir()):

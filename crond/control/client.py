@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import socket
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,11 +36,21 @@ class NoDaemon(ClientError):  # noqa: N818  (a state of the world, said as such)
 
 
 class Denied(ClientError):  # noqa: N818  (the same)
-    def __init__(self, path: Path, owner: str, group: str) -> None:
-        super().__init__(
-            f"permission denied connecting to {path}: only {owner} and the group {group} "
-            f"may steer this crond (ask to be added to group {group})"
-        )
+    """`group`: the group that may steer it too, None when no group could get in (root's,
+    or the way to the socket is closed to it)."""
+
+    def __init__(self, path: Path, owner: str, group: str | None) -> None:
+        if group is None:
+            who = (
+                f"only {owner} may steer this crond; to let a group in, see docs/control.md "
+                "'Letting operators use it'"
+            )
+        else:
+            who = (
+                f"only {owner} and the group {group} may steer this crond (ask to be added "
+                f"to group {group})"
+            )
+        super().__init__(f"permission denied connecting to {path}: {who}")
         self.path = path
         self.owner = owner
         self.group = group
@@ -98,7 +109,31 @@ def _denied(path: Path) -> Denied:
         owner = pwd.getpwuid(st.st_uid).pw_name
     with contextlib.suppress(KeyError):
         group = grp.getgrgid(st.st_gid).gr_name
-    return Denied(path, owner or f"uid {st.st_uid}", group or f"gid {st.st_gid}")
+    let_in = _group_reaches(path, st.st_gid)
+    who = group or f"gid {st.st_gid}"
+    return Denied(path, owner or f"uid {st.st_uid}", who if let_in else None)
+
+
+def _group_reaches(path: Path, gid: int) -> bool:
+    """Whether a member of the group `gid` could connect: not root's group (joining it
+    is all but being root), every directory on the way lets the group pass, and the
+    socket lets it write. What this user cannot see, behind a closed directory, counts
+    as letting it."""
+    if gid == 0:
+        return False
+    for place in (*reversed(path.parents), path):
+        try:
+            st = place.stat()
+        except OSError:
+            return True
+        mine = st.st_gid == gid
+        if place == path:
+            bit = stat.S_IWGRP if mine else stat.S_IWOTH
+        else:
+            bit = stat.S_IXGRP if mine else stat.S_IXOTH
+        if not st.st_mode & bit:
+            return False
+    return True
 
 
 def _first_closed(path: Path) -> Path:

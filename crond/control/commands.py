@@ -1,5 +1,5 @@
 """The commands that steer the running daemon through its control socket: `crond ps`,
-`trigger`, `kill`, `pause`, `resume` (docs/control.md). crond/cli.py adds them to the
+`trigger`, `kill`, `pause`, `resume`, `reload` (docs/control.md). crond/cli.py adds them to the
 `crond` group when one is named or listed, so that no other command imports this module.
 They parse, send, print and choose an exit code; the talking is client.py's, the printing
 views.py's."""
@@ -35,11 +35,12 @@ _SOCKET = click.option(
 _ASKED_WRONG = ("refused", "not_found")
 
 
-def _socket_of(file: Path, state_dir: str | None, flag: Path | None) -> Path:
+def _socket_of(file: Path, state_dir: str | None, flag: Path | None) -> tuple[Path, str]:
     """Where the daemon running FILE listens: `--socket`, else as the daemon finds it
-    (crond/control/where.py), from the file's `daemon:` block alone when that is clear."""
+    (crond/control/where.py), from the file's `daemon:` block alone when that is clear;
+    and what to say if no daemon is there."""
     if flag is not None:
-        return flag
+        return flag, f"no socket at {flag}"
     from crond import ownership  # noqa: PLC0415  (see the imports above)
     from crond.control import where  # noqa: PLC0415
 
@@ -57,7 +58,8 @@ def _socket_of(file: Path, state_dir: str | None, flag: Path | None) -> Path:
     if path is None:
         click.echo(f"crond: {file} turns the control socket off (control_socket: none)", err=True)
         sys.exit(2)
-    return where.fallback(path, configured, state_dir, configured_dir)
+    path = where.fallback(path, configured, state_dir, configured_dir)
+    return path, where.not_there(path, configured, state_dir, configured_dir)
 
 
 def _steer(
@@ -74,19 +76,20 @@ def _steer(
     said it, and exits 1 (about what was asked) or 2 (could not steer it at all)."""
     from crond.control import client  # noqa: PLC0415  (see the imports above)
 
-    path = _socket_of(file, state_dir, flag)
+    path, not_there = _socket_of(file, state_dir, flag)
     final: dict[str, object] = {}
     try:
         # A trigger of an `overlap: replace` job answers once the runs it replaces have
         # stopped (up to their kill_after): no deadline, as for --wait.
-        patient = wait or cmd == "trigger"
+        # A reload answers once the file is read and checked (seconds for 10,000 jobs).
+        patient = wait or cmd in {"trigger", "reload"}
         for message in client.request(path, cmd, args, timeout=None if patient else client.TIMEOUT):
             if "ok" in message:
                 final = message
             else:
                 _echo_stream(message)
     except client.NoDaemon:
-        click.echo(f"crond: no crond is running for {file} (no socket at {path})", err=True)
+        click.echo(f"crond: no crond is running for {file} ({not_there})", err=True)
         sys.exit(2)
     except client.ClientError as exc:
         click.echo(f"crond: {exc}", err=True)
@@ -121,15 +124,20 @@ def _dicts(value: object) -> list[dict[str, Any]]:
 @_SOCKET
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 def ps(file: Path, state_dir: str | None, socket_flag: Path | None, as_json: bool) -> None:
-    """Runs going now in the daemon running FILE."""
+    """The pid of the daemon running FILE, and the runs going now in it."""
     from crond.control import views  # noqa: PLC0415  (see the imports above)
 
-    runs = _steer(file, state_dir, socket_flag, "ps", {}).get("runs")
-    runs = [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+    answer = _steer(file, state_dir, socket_flag, "ps", {})
+    runs = _dicts(answer.get("runs"))
     if as_json:
+        mine = {} if answer.get("pid") is None else {"daemon_pid": answer["pid"]}
         for run in runs:
-            click.echo(json.dumps(run))
-    elif runs:
+            click.echo(json.dumps({**run, **mine}))
+        return
+    header = views.format_daemon(answer)
+    if header is not None:
+        click.echo(header)
+    if runs:
         click.echo(views.format_ps(runs))
     else:
         click.echo("nothing running", err=True)
@@ -231,4 +239,23 @@ def resume(
     click.echo(views.format_resumed(resumed))
 
 
-COMMANDS = (ps, trigger, kill, pause, resume)
+@click.command()
+@click.argument("file", type=params.FILE)
+@params.STATE_DIR
+@_SOCKET
+def reload(file: Path, state_dir: str | None, socket_flag: Path | None) -> None:
+    """Have the daemon running FILE read it again, as SIGHUP does; say what changed."""
+    from crond.control import views  # noqa: PLC0415  (see the imports above)
+
+    result = _steer(file, state_dir, socket_flag, "reload", {})
+    if result.get("reloaded") is True:
+        click.echo(views.format_reloaded(result))
+        return
+    errors = result.get("errors")
+    for error in errors if isinstance(errors, list) else []:
+        click.echo(str(error), err=True)
+    click.echo(views.format_reload_refused(file, result), err=True)
+    sys.exit(1)
+
+
+COMMANDS = (ps, trigger, kill, pause, resume, reload)

@@ -1,5 +1,5 @@
-"""The control socket's protocol: what `crond ps`, `trigger`, `kill`, `pause` and
-`resume` say to the running daemon, and what it answers. Shared by the server
+"""The control socket's protocol: what `crond ps`, `trigger`, `kill`, `pause`,
+`resume` and `reload` say to the running daemon, and what it answers. Shared by the server
 (crond/control/server.py, in the daemon) and the client (crond/control/client.py, in
 the commands), so both read and write it the same way.
 
@@ -9,7 +9,7 @@ object whatever a job prints).
 
 The request, one line of at most `MAX_LINE` bytes:
 
-    {"v": 1, "cmd": "ps" | "trigger" | "kill" | "pause" | "resume", "args": {...}}
+    {"v": 1, "cmd": "ps" | "trigger" | "kill" | "pause" | "resume" | "reload", "args": {...}}
 
 | cmd | args |
 |---|---|
@@ -19,6 +19,7 @@ The request, one line of at most `MAX_LINE` bytes:
 | `pause` | `{"jobs": [NAME, ...]}` or `{"all": true}`; `"until"`: ISO or null; |
 | | `"note"`: text or null |
 | `resume` | `{"jobs": [NAME, ...]}` or `{"all": true}` |
+| `reload` | `{}` |
 
 The replies: zero or more stream lines, then one final line, then the server closes. A
 caller keeps its side open until then: a caller that closes it (or hangs up) while its
@@ -39,15 +40,20 @@ answer; it logged why).
 The results (what the commands print; a field not listed is ignored, so the daemon may
 add some):
 
-- `ps`: `{"runs": [{"job", "run_id", "attempt", "pid", "slot", "started", "elapsed"}]}`,
-  the instants ISO-8601 UTC, `elapsed` in seconds, `pid` null before the spawn;
+- `ps`: `{"runs": [{"job", "run_id", "attempt", "pid", "slot", "started", "elapsed"}],
+  "pid": the daemon's pid}`, the instants ISO-8601 UTC, `elapsed` in seconds, a run's
+  `pid` null before the spawn;
 - `trigger`: `{"run_id"}`; with `wait`, also `"outcome"` and `"exit_code"` (minus the
   signal, or null) once the run has ended;
 - `kill`: `{"stopped": [{"job", "run_id", "pid"}]}` (empty: nothing was running);
 - `pause`: `{"jobs": [NAME, ...], "until": ISO or null (until resumed), "stored": bool}`;
   `stored` false: the daemon has no state store, the pause lasts until it stops;
 - `resume`: `{"resumed": [{"job": NAME, "skipped": N}]}`, N the slots skipped while
-  paused; `"was_paused": false` for a job that was not paused.
+  paused; `"was_paused": false` for a job that was not paused;
+- `reload`: once the file was read again (as for SIGHUP): `{"reloaded": true, "jobs": N,
+  "added": [NAME, ...], "removed": [...], "changed": [...]}`, or `{"reloaded": false,
+  "errors": [ONE LINE, ...], "jobs": N}` when the file was refused (the daemon keeps its
+  N jobs).
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ from typing import Any
 
 VERSION = 1
 VERSIONS = (1,)
-COMMANDS = ("ps", "trigger", "kill", "pause", "resume")
+COMMANDS = ("ps", "trigger", "kill", "pause", "resume", "reload")
 CODES = (
     "bad_request",
     "unknown_command",
@@ -203,7 +209,14 @@ def _is_instant(text: str) -> bool:
         return False
 
 
-_CHECKS = {"ps": _ps, "trigger": _trigger, "kill": _kill, "pause": _pause, "resume": _resume}
+_CHECKS = {
+    "ps": _ps,
+    "trigger": _trigger,
+    "kill": _kill,
+    "pause": _pause,
+    "resume": _resume,
+    "reload": _ps,  # no args either
+}
 
 
 def _encodable(text: str) -> bool:

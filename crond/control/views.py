@@ -1,4 +1,4 @@
-"""What `crond ps`, `trigger`, `kill`, `pause` and `resume` print from the daemon's
+"""What `crond ps`, `trigger`, `kill`, `pause`, `resume` and `reload` print from the daemon's
 results (crond/control/protocol.py has their shapes), and the exit status `trigger
 --wait` passes on. Pure functions, so the CLI only calls and prints."""
 
@@ -35,6 +35,35 @@ def format_ps(runs: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in rows
+    )
+
+
+def format_daemon(answer: Mapping[str, Any]) -> str | None:
+    """`ps`'s first line: `daemon pid 4242` (`, replica r1` with replicas); None from a
+    daemon too old to say."""
+    if answer.get("pid") is None:
+        return None
+    said = f"daemon pid {answer['pid']}"
+    replica = answer.get("replica")
+    return f"{said}, replica {replica}" if replica is not None else said
+
+
+def format_reloaded(result: Mapping[str, Any]) -> str:
+    """`reloaded: 12 jobs (1 added, 0 removed, 2 changed: backup, report)`."""
+    jobs = result.get("jobs")
+    parts = []
+    for key in ("added", "removed", "changed"):
+        names = [str(n) for n in result.get(key) or []]
+        shown = f": {', '.join(names[:10])}{', ...' if len(names) > 10 else ''}" if names else ""
+        parts.append(f"{len(names)} {key}{shown}")
+    return f"reloaded: {_text(jobs)} job{'s' if jobs != 1 else ''} ({'; '.join(parts)})"
+
+
+def format_reload_refused(file: object, result: Mapping[str, Any]) -> str:
+    jobs = result.get("jobs")
+    return (
+        f"crond: {file} was not reloaded (errors above); the daemon keeps the "
+        f"{_text(jobs)} job{'s' if jobs != 1 else ''} it had"
     )
 
 

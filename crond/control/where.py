@@ -10,7 +10,6 @@ default place), and in the default place when the store is off; `none` turns it 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from crond.store import locate
@@ -35,11 +34,24 @@ def fallback(path: Path, configured: str | None, flag: str | None, state_dir: st
     """For a user other than root with nothing chosen and no socket where `resolve` says,
     the system daemon's (as `crond status` reads its store: a monitoring user in the
     daemon's group need not say so)."""
-    chosen = configured is not None or flag is not None or state_dir is not None
-    if chosen or os.geteuid() == 0 or path.exists():
+    if configured is not None or not locate.looks_at_system(flag, state_dir):
+        return path
+    if locate.present(path):
         return path
     system = locate.SYSTEM_DIR / SOCKET_NAME
-    return system if system.exists() else path
+    return system if locate.present(system) else path
+
+
+def not_there(path: Path, configured: str | None, flag: str | None, state_dir: str | None) -> str:
+    """Why no daemon answers at `path` (found by `resolve`, then `fallback`), and what to
+    try: for `crond: no crond is running for FILE (...)`."""
+    why = f"no socket at {path}"
+    closed = locate.present(locate.SYSTEM_DIR / SOCKET_NAME) is None
+    if configured is None and locate.looks_at_system(flag, state_dir) and closed:
+        why += f"; the system daemon's directory {locate.SYSTEM_DIR} is not readable by you"
+    if configured is None and flag is None:
+        why += "; if it was started with --state-dir, give the same --state-dir, or --socket"
+    return why
 
 
 def hint(raw: bytes) -> tuple[str | None, str | None] | None:

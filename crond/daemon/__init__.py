@@ -1,7 +1,8 @@
-"""The process that runs the schedule: lifecycle, the loop around the plan, heartbeat.
+"""The process that runs the schedule: lifecycle, the loop around the core, heartbeat.
 
 - `lifecycle`: start, signals (HUP reload, TERM drain), `crond run` and `crond run-job`;
-- `loop`: the async loop around `when.plan`: sleep, wake, plan, hand slots to the runner;
+- `loop`: the shell around the scheduling core (crond/schedule/): sleep until its
+  wake, claim once, carry out its actions (spawn runs, log, tell) through `Effects`;
 - `recorder`: the daemon's policy for its state store: when to write, how a failing
   store degrades and recovers, opening and reopening it;
 - `heartbeat`: what the loop does every heartbeat: the watchdog ping, the store's

@@ -217,7 +217,7 @@ class Cluster:
     def _sync_pauses(self, rows: dict[str, PauseRow]) -> None:
         """Pauses another replica set or ended: this loop holds (or frees) the job too."""
         now = self.clock.now()
-        mine = self.loop.pauses()
+        mine = self.loop.core.pauses.listing()
         for name, row in rows.items():
             ended = row.until is not None and row.until <= now
             if ended or (name in mine and mine[name] == row.until):

@@ -1,5 +1,5 @@
 """The daemon's answers on its control socket (docs/control.md): `ps`, `trigger`, `kill`,
-`pause`, `resume`, between the socket's server (crond/control/server.py) and the loop.
+`pause`, `resume`, `reload`, between the socket's server (crond/control/server.py) and the loop.
 
 Each answer is worked out on the loop's own thread, in a few microseconds, and logged
 with who asked (`by`: the caller's uid, user and pid from the socket's credentials). A
@@ -15,7 +15,8 @@ import asyncio
 import contextlib
 import itertools
 import json
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -38,6 +39,12 @@ _EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 _LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 T = TypeVar("T")
 STREAM_BACKLOG = 1000  # lines of a waited-for run queued for a caller that reads slowly
+# A pause or resume refused while the database is away, as docs/control.md and
+# docs/replicas.md quote it: the event it names is in every replica's log, with no setting.
+DATABASE_AWAY = (
+    "the cluster's database is unavailable: a {what} applies to every replica and is kept "
+    "there; try again when it answers (the daemon logs database.available then)"
+)
 
 
 class Steering:
@@ -52,6 +59,7 @@ class Steering:
         recorder: StoreRecorder,
         on_paused: Callable[[str, bool], None] | None = None,
         cluster: Cluster | None = None,
+        reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.log = log
         self.cluster = cluster  # a replica's: ps and kill reach the other replicas
@@ -61,7 +69,8 @@ class Steering:
         # Told (job, paused) whenever a pause begins or ends (the metrics' crond_job_paused).
         self.on_paused = on_paused
         self._server: ControlServer | None = None
-        loop.on_resumed = self._ran_out
+        # `reload`: the daemon's reload, as SIGHUP's, answering its outcome (lifecycle.py).
+        self.reload = reload
 
     async def start(self, path: Path | None) -> None:
         """Listen at `path` (None: `control_socket: none`). A socket that cannot be made is
@@ -106,7 +115,10 @@ class Steering:
         self, cmd: str, args: dict[str, Any], caller: Caller, send: Send
     ) -> dict[str, Any]:
         if cmd == "ps":
-            return ok({"runs": self._ps()})
+            return ok({"runs": self._ps(), **self._whoami()})
+        if cmd == "reload" and self.reload is not None:
+            self.log.info("config.reload_requested", by=caller.by())
+            return ok(await self.reload())
         if cmd == "trigger":
             return await self._trigger(str(args["job"]), bool(args.get("wait")), caller, send)
         if cmd == "kill":
@@ -119,12 +131,19 @@ class Steering:
 
     def _ps(self) -> list[dict[str, Any]]:
         """The runs going: this daemon's, and with replicas every other replica's too."""
-        rows = [self._run_row(run) for run in self.loop.all_runs()]
+        rows = [self._run_row(run) for run in self.loop.going.all()]
         if self.cluster is None:
             return rows
         for row in rows:
             row["replica"] = self.cluster.replica
         return rows + self.cluster.other_runs()
+
+    def _whoami(self) -> dict[str, Any]:
+        """This daemon's pid (for a `kill -HUP` or a debugger), and its replica's name."""
+        mine: dict[str, Any] = {"pid": os.getpid()}
+        if self.cluster is not None:
+            mine["replica"] = self.cluster.replica
+        return mine
 
     def _run_row(self, run: object) -> dict[str, Any]:
         assert isinstance(run, runner.Run)
@@ -183,7 +202,11 @@ class Steering:
 
     def _kill(self, target: str, caller: Caller) -> dict[str, Any]:
         runs = self.loop.kill(target)
-        if not runs and target not in self.loop.schedule.entries and not _looks_like_run_id(target):
+        if (
+            not runs
+            and target not in self.loop.core.schedule.entries
+            and not _looks_like_run_id(target)
+        ):
             self._known([target])
         stopped: list[dict[str, Any]] = []
         for run in runs:
@@ -222,7 +245,7 @@ class Steering:
         return {"jobs": names, "until": None if until is None else iso_utc(until), "stored": stored}
 
     def _resume(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        names = list(self.loop.pauses()) if args.get("all") else self._names(args)
+        names = list(self.loop.core.pauses.listing()) if args.get("all") else self._names(args)
         if self.cluster is not None:  # with who asked: the other replicas log it too
             row_by = json.dumps(caller.by(), separators=(",", ":"))
             self._cluster_write(_resume_each(names, row_by, self.clock.now()), "resume")
@@ -239,8 +262,8 @@ class Steering:
             resumed.append({"job": name, "skipped": skipped})
         return {"resumed": resumed}
 
-    def _ran_out(self, name: str, skipped: int) -> None:
-        """A pause's `until` came (the loop's on_resumed)."""
+    def ran_out(self, name: str, skipped: int) -> None:
+        """A pause's `until` came (the loop's `Effects.resumed`, through the daemon)."""
         self._clear(name)
         self.log.info("job.resumed", job=name, by=None, skipped=skipped)
         self._tell_paused(name, False)
@@ -252,12 +275,7 @@ class Steering:
         refused (a replica that held or freed the job alone would be undone by the others,
         or by the database, when it answers again)."""
         if self.recorder.write(write) is None:
-            raise ControlError(
-                "refused",
-                f"the cluster's database is unavailable: a {what} applies to every replica "
-                "and is kept there; try again when it answers (the liveness file's database key "
-                "says when)",
-            )
+            raise ControlError("refused", DATABASE_AWAY.format(what=what))
 
     def _clear(self, name: str) -> None:
         self.recorder.write(lambda store: store.clear_pause(name))
@@ -268,14 +286,14 @@ class Steering:
 
     def _names(self, args: dict[str, Any]) -> list[str]:
         if args.get("all"):
-            return list(self.loop.schedule.entries)
+            return list(self.loop.core.schedule.entries)
         names = [str(name) for name in args.get("jobs") or []]
         self._known(names)
         return names
 
     def _known(self, names: Iterable[str]) -> None:
         """Every name a job of the file, or not_found with the closest names."""
-        jobs = self.loop.schedule.entries
+        jobs = self.loop.core.schedule.entries
         for name in names:
             if name not in jobs:
                 close = problems.close_matches(name, _candidates(name, jobs), cutoff=0.6)

@@ -22,7 +22,7 @@ from crond.clock import iso_utc
 from crond.daemon import liveness
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
-from crond.daemon.systemd import Notifier
+from crond.daemon.systemd import Systemd
 from crond.store.base import ReplicaTaken
 
 if TYPE_CHECKING:
@@ -30,14 +30,16 @@ if TYPE_CHECKING:
 
 
 class Heartbeat:
-    """The loop's `beat`, and the period it is called at. `on_reopen`: called when the
-    store opens again while jobs are scheduled (its view of them is gone or old)."""
+    """What the loop's beat does (the daemon's `Effects.beat` calls `beat`), and the
+    period the loop calls it at (the daemon gives the loop `period` at each load).
+    `on_reopen`: called when the store opens again while jobs are scheduled (its view
+    of them is gone or old)."""
 
     def __init__(
         self,
         loop: Loop,
         recorder: StoreRecorder,
-        notifier: Notifier,
+        notifier: Systemd,
         log: FilteringBoundLogger,
         on_reopen: Callable[[], None],
     ) -> None:
@@ -56,19 +58,18 @@ class Heartbeat:
         self.last_beat: datetime | None = None  # and the wall clock
         # A replica's work for its cluster, once a beat (crond/daemon/cluster.py).
         self.cluster: Callable[[datetime], None] | None = None
-        loop.beat = self.beat
 
     def configure(
         self, cfg: LoadedConfig, *, liveness_file: Path | None, heartbeat: timedelta | None
     ) -> None:
         """The settings of a file just loaded; the flags of `crond run`, when given, win.
         The watchdog, when systemd set one, is never let starve. The period is the loop's
-        (it calls `beat`), and the recorder's quiet time (a failing store is logged once a
-        heartbeat)."""
+        (the daemon gives it the loop), and the recorder's quiet time (a failing store is
+        logged once a heartbeat)."""
         beat = heartbeat or cfg.daemon.heartbeat
         if self.notifier.watchdog is not None:
             beat = min(beat, self.notifier.watchdog)
-        self.period = self.loop.heartbeat = beat
+        self.period = beat
         self.recorder.quiet = beat.total_seconds()
         configured = cfg.daemon.liveness_file
         self.path = liveness_file or (Path(configured) if configured else None)
@@ -84,7 +85,7 @@ class Heartbeat:
             except ReplicaTaken as exc:  # first reached now, its name held by a live one
                 self.on_taken(exc)
                 opened = False
-            if opened and self.loop.schedule.entries:
+            if opened and self.loop.core.schedule.entries:
                 self.on_reopen()
         else:
             self.recorder.check()
@@ -102,12 +103,12 @@ class Heartbeat:
 
     def payload(self, now: datetime, *, stopped: bool = False) -> dict[str, object]:
         """What the liveness file holds (docs/running.md), as of `now`."""
-        nxt = None if stopped else self.loop.next_fire()
+        nxt = None if stopped else self.loop.core.schedule.next_fire()
         payload: dict[str, object] = {
             "pid": os.getpid(),
             "updated_at": iso_utc(now),
             "jobs": self.jobs,
-            "running": self.loop.running_count(),
+            "running": self.loop.going.count(),
             "next_fire": {"job": nxt[0], "at": iso_utc(nxt[1].at)} if nxt else None,
             "heartbeat_s": self.period.total_seconds(),
             "state": self.recorder.label(),

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import os
 import resource
 import signal
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -33,18 +34,18 @@ from crond.config.model import Overlap, Replicas
 from crond.control.server import socket_path
 from crond.daemon import reaper
 from crond.daemon import taken as socket_taken
-from crond.daemon.claims import Refused
 from crond.daemon.cluster import Cluster, database_url, given_problems, replica_name
 from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
-from crond.daemon.loop import Gate, Loop
+from crond.daemon.loop import Gate, Loop, RunHandle
 from crond.daemon.recorder import StoreRecorder
-from crond.daemon.systemd import Notifier
+from crond.daemon.systemd import Systemd
 from crond.daemon.telling import Telling
 from crond.run import runner
+from crond.schedule.actions import Claims, Key
+from crond.schedule.rules import Decision, Entry
 from crond.store import files, locate
 from crond.store.base import ReplicaTaken, Start, Store, ViewRow, view_row
-from crond.when.plan import Entry
 from crond.when.zones import tzdata_version
 
 # systemd's messages to this process: a job must not talk to systemd in crond's name.
@@ -94,7 +95,7 @@ class Daemon:
         self.options = options
         self.log = log
         self.clock = clock
-        self.notifier = Notifier()
+        self.notifier = Systemd()
         self.specs: dict[str, tuple[LoadedJob, runner.RunSpec]] = {}
         state_dir = locate.resolve_dir(options.state_dir, cfg.daemon.state_dir)
         url = database_url(cfg)
@@ -117,21 +118,15 @@ class Daemon:
         else:
             opener = None if state_dir is None else _opener(state_dir)
         self.recorder = StoreRecorder(opener, log.bind(**self.named), clock, replica=replica)
-        self.loop = Loop(
-            clock=clock,
-            log=log,
-            launch=self._launch,
-            heartbeat=cfg.daemon.heartbeat,  # and then the Heartbeat's (`_settings`)
-            after_tick=self._after_tick,
-            prepare=self._prepare,
-        )
+        # The daemon is the loop's Effects: what the loop does goes through the methods
+        # of "the loop's Effects" below, to the parts made here.
+        self.loop = Loop(clock=clock, log=log, effects=self, heartbeat=cfg.daemon.heartbeat)
         self.heartbeat = Heartbeat(self.loop, self.recorder, self.notifier, log, self._publish)
         self.heartbeat.on_taken = self._taken
         self._status = 0  # crond run's exit status after a stop
         self.telling = Telling(
             log=log, clock=clock, loop=self.loop, recorder=self.recorder, heartbeat=self.heartbeat
         )
-        self.loop.watcher = self.telling
         self.cluster = None
         if replica is not None:
             self.cluster = Cluster(
@@ -139,7 +134,6 @@ class Daemon:
                 on_paused=self.telling.paused,
             )  # fmt: skip
             self.heartbeat.cluster = self.cluster.beat
-            self.loop.dedupe = self.recorder.told_elsewhere
         self.steering = Steering(
             log=log,
             clock=clock,
@@ -147,11 +141,13 @@ class Daemon:
             recorder=self.recorder,
             on_paused=self.telling.paused,
             cluster=self.cluster,
+            reload=self.reload_asked,  # `crond reload`, as SIGHUP
         )
         self._settings(cfg)
         self._signals = 0
         self._reload_wanted = False
         self._reloading: asyncio.Task[None] | None = None
+        self._reloaded: dict[str, Any] = {}  # the last reload's outcome, for `crond reload`
         self._tasks: asyncio.TaskGroup | None = None
         self._run_ids: dict[tuple[str, datetime], str] = {}  # run ids chosen by _prepare
 
@@ -159,9 +155,10 @@ class Daemon:
         """What a (re)loaded file says of the daemon (the flags of `crond run` win)."""
         flags = self.options
         self.heartbeat.configure(cfg, liveness_file=flags.liveness_file, heartbeat=flags.heartbeat)
+        self.loop.heartbeat = self.heartbeat.period
         self.recorder.history = {name: job.settings.history for name, job in cfg.jobs.items()}
         self.telling.configure(cfg, self._metrics_address(cfg))
-        self.loop.max_running = cfg.daemon.max_running
+        self.loop.limit(cfg.daemon.max_running)
         jobs = cfg.jobs.values()
         self.recorder.each_replica = frozenset(
             job.name for job in jobs if job.settings.replicas is Replicas.ALL
@@ -178,9 +175,9 @@ class Daemon:
     def _metrics_address(self, cfg: LoadedConfig) -> str | None:
         return self.options.metrics or cfg.daemon.metrics
 
-    # --- runs -------------------------------------------------------------------------
+    # --- the loop's Effects (crond/daemon/loop.py) ---------------------------------------
 
-    def _launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
+    def launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
         """A run of `job`, spawned now; the loop drives it in its TaskGroup."""
         cached = self.specs.get(job.name)
         if cached is None or cached[0] is not job:
@@ -197,33 +194,50 @@ class Daemon:
             gate=gate,
         )
 
-    def _prepare(self, starts: list[tuple[LoadedJob, datetime]], at: datetime) -> Refused | None:
+    def claim(
+        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
+    ) -> Claims:
         """The runs one wake is about to start at `at` (the wake may come just before):
         their `started` rows in one commit, before the first spawn (one per run would
         cost each later spawn of the wake the commits of those before). A replica claims
-        them in that commit: those it may not start, and why."""
+        them in that commit: those it may not start, and why; and of the `told` slots
+        (skipped, missed), those another replica claimed first, and so tells of."""
         if self.recorder.store is None and self.recorder.replica is None:
-            return None
+            return Claims()
         self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
-        return self.recorder.prepare(
-            [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()], started=at
-        )
+        records = [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()]
+        return self.recorder.prepare(records, told, started=at)
+
+    def beat(self, now: datetime) -> None:
+        self.heartbeat.beat(now)
+
+    def decided(self, job: LoadedJob, decision: Decision) -> None:
+        self.telling.decided(job, decision)
+
+    def run_started(self, job: LoadedJob, run: RunHandle) -> None:
+        self.telling.run_started(job, run)
+
+    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:
+        self.telling.run_ended(job, run, result)
+
+    def resumed(self, job: str, skipped: int) -> None:
+        self.steering.ran_out(job, skipped)
+
+    def moved(self, entries: list[Entry], cursors: list[Key]) -> None:
+        """The store's copy of the moved next fires and cursors: on the loop's next turn,
+        after the runs this wake started have settled (their `job.started`, their pipes)."""
+        if self.recorder.store is not None:
+            rows = [_view_row(entry) for entry in entries]
+            asyncio.get_running_loop().call_soon(self.recorder.update_view, rows, cursors)
 
     # --- the state store --------------------------------------------------------------
 
     def _publish(self) -> None:
         """The jobs as the daemon now sees them, into the store for `crond status`."""
-        entries = self.loop.schedule.entries
+        entries = self.loop.core.schedule.entries
         self.recorder.publish_view(
             (_view_row(entries[name]) for name in self.cfg.jobs), self.digest
         )
-
-    def _after_tick(self, due: list[Entry], cursors: list[tuple[str, datetime]]) -> None:
-        """The store's copy of the moved next fires and cursors: on the loop's next turn,
-        after the runs this wake started have settled (their `job.started`, their pipes)."""
-        if self.recorder.store is not None:
-            moved = [_view_row(entry) for entry in due]
-            asyncio.get_running_loop().call_soon(self.recorder.update_view, moved, cursors)
 
     def _start_reboot_jobs(self) -> None:
         """`@reboot` jobs: once per host boot (the recorder remembers which boot)."""
@@ -256,14 +270,28 @@ class Daemon:
             self._reload_wanted = False
             self.notifier.reloading()
             new = await _read(self.path, self.log)
-            if new is not None and not self._signals:
+            if isinstance(new, list):
+                self._reloaded = {"reloaded": False, "errors": new, "jobs": len(self.cfg.jobs)}
+            elif not self._signals:
                 self._swap(*new)
-            self.telling.reloaded(new is not None)
+            self.telling.reloaded(not isinstance(new, list))
             self.notifier.ready()
+
+    async def reload_asked(self) -> dict[str, Any]:
+        """A reload asked on the control socket: SIGHUP's, and its outcome once done (a
+        reload already under way reads the file once more, as for a second SIGHUP)."""
+        if self._signals:
+            jobs = len(self.cfg.jobs)
+            return {"reloaded": False, "errors": ["the daemon is stopping"], "jobs": jobs}
+        self._on_hup()
+        assert self._reloading is not None
+        await asyncio.shield(self._reloading)  # a caller that hangs up stops no reload
+        return self._reloaded
 
     def _swap(self, new: LoadedConfig, digest: str | None) -> None:
         with loader.gc_paused():
             diff = self.loop.load(new.jobs)
+        self._reloaded = {"reloaded": True, "jobs": len(new.jobs), **dataclasses.asdict(diff)}
         self.cfg = new
         self.digest = digest
         self.specs = {name: spec for name, spec in self.specs.items() if name in new.jobs}
@@ -278,13 +306,13 @@ class Daemon:
         self._signals += 1
         name = signal.Signals(signum).name
         if self._signals == 1:
-            self.log.info("daemon.stopping", signal=name, running=self.loop.running_count())
+            self.log.info("daemon.stopping", signal=name, running=self.loop.going.count())
             self.notifier.stopping()
             self.loop.stop()
             self._own(self._drain())
         else:
-            self.log.warning("daemon.stopping", signal=name, running=self.loop.running_count())
-            for run in self.loop.all_runs():
+            self.log.warning("daemon.stopping", signal=name, running=self.loop.going.count())
+            for run in self.loop.going.all():
                 run.kill()
 
     async def _drain(self) -> None:
@@ -293,7 +321,7 @@ class Daemon:
             async with asyncio.timeout(self.cfg.daemon.shutdown_timeout.total_seconds()):
                 await self.loop.idle.wait()
         except TimeoutError:
-            for run in self.loop.all_runs():
+            for run in self.loop.going.all():
                 run.stop()
 
     def _own(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
@@ -391,19 +419,18 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
     return asyncio.run(Daemon(path, cfg, options, log, SystemClock(), digest=digest).serve())
 
 
-async def _read(path: Path, log: FilteringBoundLogger) -> tuple[LoadedConfig, str | None] | None:
-    """The file again, through the same checks as at start; None (logged) if refused."""
+async def _read(
+    path: Path, log: FilteringBoundLogger
+) -> tuple[LoadedConfig, str | None] | list[str]:
+    """The file again, through the same checks as at start; its errors (logged) if refused."""
     try:
         return await asyncio.to_thread(functools.partial(loader.load_file, path, strict=True))
     except problems.ConfigError as exc:
-        log.error("config.reload_failed", errors=[str(p) for p in exc.problems])
-        return None
+        errors = [str(p) for p in exc.problems]
     except Exception as exc:  # noqa: BLE001  (a bug of the loader must not stop the jobs)
-        log.error(
-            "config.reload_failed",
-            errors=[f"{path}: could not be loaded ({type(exc).__name__}: {exc})"],
-        )
-        return None
+        errors = [f"{path}: could not be loaded ({type(exc).__name__}: {exc})"]
+    log.error("config.reload_failed", errors=errors)
+    return errors
 
 
 def _view_row(entry: Entry) -> ViewRow:

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from crond.clock import Clock, iso_utc
-from crond.daemon.claims import NONE_REFUSED, Refusal, Refused
+from crond.schedule.actions import Claims, Refusal
 from crond.store.base import AttemptRow, ReplicaTaken, Start, StateError, Store, ViewRow
 from crond.store.files import boot_id
 
@@ -225,36 +225,52 @@ class StoreRecorder:
 
     # --- runs -------------------------------------------------------------------------
 
-    def prepare(self, starts: Sequence[Start], *, started: datetime | None = None) -> Refused:
+    def prepare(
+        self,
+        starts: Sequence[Start],
+        told: Sequence[tuple[str, datetime]] = (),
+        *,
+        started: datetime | None = None,
+    ) -> Claims:
         """Record the first attempts of a wake's runs in one commit, before any of them is
         spawned, as started at `started` (default: now); each run's `started` then finds
-        its row. With replicas, claim them in that commit: those that may not start, and
-        why (all of them when the database did not answer)."""
-        if not starts:
-            return NONE_REFUSED
+        its row. With replicas, claim them in that commit, with the `told` slots (skipped,
+        missed): the starts that may not start, and why (all of them when the database
+        did not answer); the told slots another replica claimed first, and so tells of
+        (none when the database did not answer: each replica tells what it saw)."""
         at = started or self.clock.now()
         if self.replica is None:
-            ids = self.write(lambda store: store.start_many(starts, at))
-            for start, row_id in zip(starts, ids or [], strict=False):
-                self._prepared[start.run_id] = row_id
-            return NONE_REFUSED
+            if starts:
+                ids = self.write(lambda store: store.start_many(starts, at))
+                for start, row_id in zip(starts, ids or [], strict=False):
+                    self._prepared[start.run_id] = row_id
+            return Claims()
         each = self.each_replica
         copies = [self.replica if s.job in each else "" for s in starts]
-        claims = self.write(
-            lambda store: store.claim_many(
-                starts, at, copies=copies, exclusive=self.one_at_a_time, replacing=self.replacing
+        mine = [key for key in told if key[0] not in each]
+        if not starts and not mine:
+            return Claims()
+        claimed = self.write(
+            lambda store: store.claim(
+                starts,
+                mine,
+                at,
+                copies=copies,
+                exclusive=self.one_at_a_time,
+                replacing=self.replacing,
             ),
-            force=True,
+            force=bool(starts),
         )
-        if claims is None:
-            return dict.fromkeys(((s.job, s.slot) for s in starts), "database")
+        if claimed is None:
+            return Claims({(s.job, s.slot): "database" for s in starts})
         refused: dict[tuple[str, datetime], Refusal] = {}
-        for start, claim in zip(starts, claims, strict=True):
+        for start, claim in zip(starts, claimed.starts, strict=True):
             if isinstance(claim, int):
                 self._prepared[start.run_id] = claim
             else:
                 refused[(start.job, start.slot)] = "taken" if claim is None else "busy"
-        return refused
+        quiet = {key for key, ours in zip(mine, claimed.told, strict=True) if not ours}
+        return Claims(refused, quiet)
 
     def started(self, run: Run, attempt: int) -> object:
         if self._held:
@@ -296,19 +312,6 @@ class StoreRecorder:
                 keep=self.history.get(run.job),
             )
         )
-
-    def told_elsewhere(self, keys: list[tuple[str, datetime]]) -> set[tuple[str, datetime]]:
-        """Of the (job, slot)s a replica would tell of without running them (skipped,
-        missed), those another replica claimed first, and so tells of. When the database
-        does not answer, none: each replica tells what it saw."""
-        mine = [key for key in keys if key[0] not in self.each_replica]
-        if self.replica is None or not mine:
-            return set()
-        now = self.clock.now()
-        got = self.write(lambda store: store.claim_only(mine, now))
-        if got is None:
-            return set()
-        return {key for key, ours in zip(mine, got, strict=True) if not ours}
 
     def run_ended(self, run_id: str) -> None:
         """`run_id`'s last attempt ended (it may have been stopped while it waited for a

@@ -1,7 +1,8 @@
-"""What the loop drives: a run as it sees one (`RunHandle`; crond.run.runner.Run is one),
-how it has one spawned (`Launch`, passing the `Gate` that holds the spawn until its
-slot), and `Pending`, what `crond trigger` gets for a run of an `overlap: replace` job
-that must wait for the runs it replaces to end (docs/control.md).
+"""What the loop drives and what it acts through: a run as it sees one (`RunHandle`;
+crond.run.runner.Run is one), the `Gate` that holds a spawn until its slot, `Effects`
+(what the loop does to the world: the daemon implements it), and `Pending`, what
+`crond trigger` gets for a run of an `overlap: replace` job that must wait for the runs
+it replaces to end (docs/control.md).
 
 crond/daemon/loop.py re-exports them: the daemon and the tests name them from there.
 """
@@ -9,11 +10,13 @@ crond/daemon/loop.py re-exports them: the daemon and the tests name them from th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
 from crond.config.loaded import LoadedJob
+from crond.schedule.actions import Claims, Key
+from crond.schedule.rules import Decision, Entry
 
 
 class RunHandle(Protocol):
@@ -39,11 +42,36 @@ class RunHandle(Protocol):
 Gate = Callable[[], None]
 
 
-class Launch(Protocol):
-    """Spawn a run of `job` for `slot` now (passing `gate` just before the spawn) and
-    return it; its work is then the loop's to drive."""
+class Effects(Protocol):
+    """What the loop does to the world; the daemon's (crond/daemon/lifecycle.py). Each is
+    called from the loop's turn: quick, and never raising for a failure of the world."""
 
-    def __call__(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> RunHandle: ...
+    def launch(self, job: LoadedJob, slot: datetime, gate: Gate | None) -> RunHandle:
+        """Spawn a run of `job` for `slot` now (passing `gate` just before the spawn)."""
+
+    def claim(
+        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
+    ) -> Claims:
+        """Record `starts` (started at `at`) before any is spawned, and with replicas claim
+        them and the `told` slots, in one round trip: what may not start, what not tell."""
+
+    def beat(self, now: datetime) -> None:
+        """Once a heartbeat: the watchdog, the store's checks, the liveness file."""
+
+    def decided(self, job: LoadedJob, decision: Decision) -> None:
+        """A slot's decision, after its events are logged (missed, skipped, paused, ...)."""
+
+    def run_started(self, job: LoadedJob, run: RunHandle) -> None:
+        """A run is going: on the loop's turn after its spawn pass, not inside it."""
+
+    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:
+        """A run has ended (its retries spent): `result` is what its `drive()` returned."""
+
+    def resumed(self, job: str, skipped: int) -> None:
+        """A pause ran out by itself, having passed over `skipped` slots."""
+
+    def moved(self, entries: list[Entry], cursors: list[Key]) -> None:
+        """A wake moved these entries' next fires (and these cursors, no run started)."""
 
 
 class Pending:
@@ -85,3 +113,19 @@ class Pending:
             self.run = run
             self.run_id = run.run_id if run is not None else ""
             self._started.set_result(run)
+
+
+class Counts(Mapping[str, int]):
+    """How many runs of each job are going, read from the loop's `running` (no copy)."""
+
+    def __init__(self, running: dict[str, list[RunHandle]]) -> None:
+        self._running = running
+
+    def __getitem__(self, name: str) -> int:
+        return len(self._running[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._running)
+
+    def __len__(self) -> int:
+        return len(self._running)

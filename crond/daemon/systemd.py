@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 
-class Notifier:
+class Systemd:
     """Sends to systemd when NOTIFY_SOCKET is set; does nothing otherwise."""
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:

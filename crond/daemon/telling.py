@@ -1,7 +1,7 @@
 """What the daemon tells, wired to its loop: notifiers and pings (crond/notify/teller.py
 and delivery.py) and metrics with /healthz (crond/notify/metrics.py and http.py).
 
-`Telling` is the scheduling loop's Watcher: the loop tells it each slot's decision and
+`Telling` hears, through the daemon (the loop's Effects), each slot's decision and
 each run's start and end, synchronously, and it hands them on — a notification to the
 delivery queue, a count to the metrics — without ever waiting. Each part exists only
 when the file (or `crond run --metrics`) asks for it, and its library is imported only
@@ -28,8 +28,8 @@ from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Loop, RunHandle
 from crond.daemon.recorder import StoreRecorder
 from crond.run import runner
+from crond.schedule.rules import Decision
 from crond.store.base import AttemptRow, OutboxRow
-from crond.when.plan import Decision
 
 if TYPE_CHECKING:
     from crond.notify.delivery import Delivery
@@ -170,7 +170,7 @@ class Telling:
     def _live(self) -> Iterator[tuple[str, int, float | None]]:
         """Each job's running runs and next fire, read at a scrape."""
         running = self.loop.running
-        for name, entry in self.loop.schedule.entries.items():
+        for name, entry in self.loop.core.schedule.entries.items():
             fire = entry.next_fire
             at = fire.at.timestamp() if fire is not None and entry.job.settings.enabled else None
             yield name, len(running.get(name, ())), at
@@ -184,7 +184,7 @@ class Telling:
         if self.metrics is not None:
             self.metrics.notification(notifier, result)
 
-    # --- the loop's Watcher -----------------------------------------------------------
+    # --- what the loop tells (through the daemon's Effects) ----------------------------
 
     def decided(self, job: LoadedJob, decision: Decision) -> None:
         if decision.missed:
@@ -222,7 +222,7 @@ class Telling:
         them. Without a store it is the same, minus the store."""
         if self.teller is None:
             return
-        job = self.loop.schedule.entries.get(run.job)
+        job = self.loop.core.schedule.entries.get(run.job)
         if job is None:
             return
         self.teller.finished(

@@ -1,225 +1,83 @@
-"""The state store's seam: what the daemon and the CLI ask of a store, and the plain values
-that cross it.
+"""The state store's seam: what the daemon and the CLI ask of a store, by concern; the
+plain values that cross it are crond/store/rows.py's (re-exported here).
 
-`Reader` is what `crond status` and `crond history` read; `Store` adds what the daemon
-writes: a run's start (committed before its spawn, with the job's cursor), its finish,
-cursors that move without a run, the runs a dead daemon left open (`close_lost`), its
-view of the jobs for status, and the pauses operators set (`crond pause`). Only plain
-values cross: names, instants, numbers, text — no runner or config objects — so an
-implementation knows nothing of the rest of crond.
+`Reader` is what `crond status` and `crond history` read. The daemon's `Store` is four
+concerns: `RunRecords` (a run's start, committed before its spawn with the job's cursor;
+its finish; the runs a dead daemon left open; with replicas, the claims of a wake),
+`PauseRecords` (the pauses operators set), `OutboxRecords` (notifications not yet
+delivered) and `Upkeep` (the daemon's view of its jobs for status, its marks, the
+heartbeat's checks). `Replicated` adds what replicas sharing one database need: their
+heartbeats and kill requests.
 
 `crond.store.sqlite` is one daemon's (one SQLite file in the state directory), opened by
 `crond.store.locate`. `crond.store.postgres` is several replicas' sharing one PostgreSQL
-database (the daemon opens it with `daemon.database`; `locate` for reading): `Replicated`
-adds their heartbeats, kill requests and claims (`Store.claim_many`: one replica wins a
-slot's). docs/state.md.
+database (the daemon opens it with `daemon.database`; `locate` for reading). docs/state.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal, NamedTuple, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from crond.clock import iso_utc
+from crond.store.rows import (
+    BUSY,
+    EVERY,
+    FAILED_OUTCOMES,
+    AttemptRow,
+    Claim,
+    Claimed,
+    KillRow,
+    NextFire,
+    Only,
+    OutboxRow,
+    PauseRow,
+    PerReplica,
+    Poll,
+    ReplicaRow,
+    ReplicaTaken,
+    Start,
+    StateError,
+    StatusRow,
+    Summary,
+    ViewRow,
+    status_row,
+    view_row,
+)
 
-
-class StateError(Exception):
-    """The store could not do what was asked; the message says why. `corrupt`: the store
-    is damaged or gone from under the daemon (the daemon then opens it afresh, moving a
-    damaged file aside)."""
-
-    def __init__(self, message: str, *, corrupt: bool = False) -> None:
-        super().__init__(message)
-        self.corrupt = corrupt
-
-
-class ReplicaTaken(StateError):  # noqa: N818  (the name the daemon and docs use)
-    """A live process holds this replica's name in its cluster; the message says which."""
-
-
-# A claim's answer (`Store.claim_many`): the attempt's token; None, another replica holds
-# the claim; BUSY, the job runs one at a time and a run of it goes on.
-BUSY: Literal["busy"] = "busy"
-Claim = int | Literal["busy"] | None
-
-
-class Start(NamedTuple):
-    """A run's first attempt, as one wake records it before spawning."""
-
-    job: str
-    run_id: str
-    slot: datetime
-
-
-@dataclass(frozen=True)
-class AttemptRow:
-    """One attempt as the store keeps it (`crond history`, lost runs)."""
-
-    id: int
-    run_id: str
-    job: str
-    slot: datetime
-    attempt: int
-    started: datetime
-    finished: datetime | None
-    outcome: str | None
-    exit_code: int | None
-    duration_s: float | None
-    output: list[str]
-    replica: str | None = None  # the replica that ran it; None in a store of one daemon
-
-
-class Summary(NamedTuple):
-    """One job's newest attempt and its last success (kept even when older than the
-    history kept), with instants as `clock.iso_utc` wrote them."""
-
-    job: str
-    run_id: str | None  # the newest attempt; None: never run
-    slot: str | None
-    attempt: int | None
-    started: str | None
-    finished: str | None  # None while it runs (or if its daemon died)
-    outcome: str | None
-    exit_code: int | None
-    duration_s: float | None
-    success_run_id: str | None
-    success_started: str | None
-    success_finished: str | None
-    success_duration_s: float | None
-
-
-@dataclass(frozen=True)
-class ViewRow:
-    """One job as the daemon sees it: what `crond status` shows besides the history."""
-
-    job: str
-    enabled: bool
-    schedule: str
-    next_at: float | None  # epoch seconds
-    next_text: str | None  # the same, as `clock.iso_utc` writes it
-    next_local: str | None  # ISO-8601 in the job's zone
-    next_note: str | None
-
-
-class OutboxRow(NamedTuple):
-    """A notification not yet delivered (crond/notify): what it is, never where it goes
-    (the URL, with its secrets, comes from the file at delivery time)."""
-
-    id: int
-    kind: str  # "notify" (a notifier's) or "ping" (a job's healthchecks.io ping)
-    notifier: str  # the notifier's name; "" for a ping
-    job: str
-    event: str
-    body: str  # the JSON body
-    created: float  # epoch seconds
-
-
-class PauseRow(NamedTuple):
-    """A job paused by an operator (`crond pause`): kept until resumed or until `until`
-    passes (the daemon clears it then), across reloads and restarts. The store keeps it
-    as given: bounding the note (500 characters) is the daemon's, escaping it status's."""
-
-    job: str
-    since: datetime
-    until: datetime | None  # None: until resumed
-    note: str | None
-    by: str  # JSON text: {"uid", "user", "pid"} of who paused it (the socket's peer)
-
-
-class ReplicaRow(NamedTuple):
-    """A replica of a cluster as its last heartbeat left it (`last_beat`: by its clock)."""
-
-    name: str
-    host: str
-    pid: int
-    boot_id: str | None
-    started: datetime
-    last_beat: datetime
-    version: str
-    config_digest: str | None  # of the file it runs; None: not loaded yet
-
-
-class KillRow(NamedTuple):
-    """`crond kill` of `target` (a job, a run id) by `by` (JSON), taken by `replica`."""
-
-    id: int
-    target: str
-    by: str
-    replica: str
-    requested: datetime
-
-
-class Poll(NamedTuple):
-    """A second's read: pauses, kills after an id (oldest first, <= 1000), the last id."""
-
-    pauses: dict[str, PauseRow]
-    kills: list[KillRow]
-    last_kill: int
-
-
-class NextFire(Protocol):
-    """A job's next fire, as `when.timing.Fire` has it (not imported: plain values only)."""
-
-    @property
-    def at(self) -> datetime: ...
-
-    @property
-    def local(self) -> datetime: ...
-
-    @property
-    def note(self) -> str | None: ...
-
-
-def view_row(name: str, enabled: bool, schedule: str, fire: NextFire | None) -> ViewRow:
-    """A job's row of a view: what status shows of it besides the history."""
-    if fire is None or not enabled:
-        return ViewRow(name, enabled, schedule, None, None, None, None)
-    at = fire.at
-    return ViewRow(
-        name, enabled, schedule, at.timestamp(), iso_utc(at), fire.local.isoformat(), fire.note
-    )
-
-
-class StatusRow(NamedTuple):
-    """One job of a view with its summary (flat: status reads 10,000 of them): a line of
-    `crond status`. The summary's fields are None for a job that never ran."""
-
-    job: str
-    enabled: int  # 1 or 0 (SQLite has no booleans; a bool is an int)
-    schedule: str
-    next_text: str | None
-    next_local: str | None
-    next_note: str | None
-    run_id: str | None
-    slot: str | None
-    attempt: int | None
-    started: str | None
-    finished: str | None
-    outcome: str | None
-    exit_code: int | None
-    duration_s: float | None
-    success_run_id: str | None
-    success_started: str | None
-    success_finished: str | None
-    success_duration_s: float | None
-
-    @property
-    def open(self) -> bool:
-        """The newest attempt has not finished: it runs, or its daemon died."""
-        return self.run_id is not None and self.finished is None
-
-
-_NEVER_RUN = (None,) * (len(Summary._fields) - 1)
-
-
-def status_row(view: ViewRow, summary: Summary | None) -> StatusRow:
-    """A view's row with the job's summary (None: it never ran)."""
-    return StatusRow(
-        view.job, view.enabled, view.schedule, view.next_text, view.next_local, view.next_note,
-        *(_NEVER_RUN if summary is None else summary[1:]),
-    )  # fmt: skip
+# The values of crond/store/rows.py are re-exported: callers name them from here.
+__all__ = [
+    "BUSY",
+    "EVERY",
+    "FAILED_OUTCOMES",
+    "AttemptRow",
+    "Claim",
+    "Claimed",
+    "ClusterReader",
+    "KillRow",
+    "NextFire",
+    "Only",
+    "OutboxRecords",
+    "OutboxRow",
+    "PauseRecords",
+    "PauseRow",
+    "PerReplica",
+    "Poll",
+    "Reader",
+    "ReplicaRow",
+    "ReplicaTaken",
+    "Replicated",
+    "RunRecords",
+    "Start",
+    "StateError",
+    "StatusRow",
+    "Store",
+    "Summary",
+    "Upkeep",
+    "ViewRow",
+    "status_row",
+    "view_row",
+]
 
 
 class Reader(Protocol):
@@ -237,8 +95,9 @@ class Reader(Protocol):
         """The job's newest attempt (with that outcome), if any is kept."""
         ...
 
-    def recent(self, job: str | None, limit: int) -> list[AttemptRow]:
-        """The newest `limit` attempts (of `job`, or of every job), oldest first."""
+    def recent(self, job: str | None, limit: int, only: Only = EVERY) -> list[AttemptRow]:
+        """The newest `limit` attempts (of `job`, or of every job) that `only` keeps,
+        oldest first."""
         ...
 
     def summaries(self) -> dict[str, Summary]:
@@ -261,20 +120,11 @@ class Reader(Protocol):
     def close(self) -> None: ...
 
 
-class Store(Reader, Protocol):
-    """A store opened by the daemon, for writing; one daemon a store (it is locked)."""
-
-    @property
-    def moved_aside(self) -> str | None:
-        """Where opening it put a damaged store (kept as evidence), if it did."""
-        ...
+class RunRecords(Protocol):
+    """Runs and cursors: what the scheduling loop and the runner record."""
 
     def cursors(self) -> dict[str, datetime]:
         """Each job's cursor: the instant up to which its slots have been dealt with."""
-        ...
-
-    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
-        """Move cursors forward (never back), in one commit."""
         ...
 
     def start(
@@ -297,31 +147,28 @@ class Store(Reader, Protocol):
         `claim_many`."""
         ...
 
-    def claim_many(
+    def claim(
         self,
         starts: Sequence[Start],
+        told: Sequence[tuple[str, datetime]],
         started: datetime,
         *,
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
-    ) -> list[Claim]:
-        """`start_many` with a claim of each start's `(job, slot, copy)` (`copies`, in the
-        starts' order; None: "" for each), in one commit that also moves every start's
-        cursor. Per start, its token; or None when another replica holds the claim: then
-        nothing is recorded for it, and it must not run; or BUSY for a job of `exclusive`
-        (`overlap: skip`) claimed with copy "" while an attempt of it is unfinished on any
-        replica: the claim is kept (the slot is dealt with: skipped, by this replica) and
-        nothing else recorded. A job of `replacing` (`overlap: replace`) claimed with copy
-        "" asks the other replicas to stop its runs (kill requests). A store of one daemon
-        wins every claim (SQLite's is `start_many`: its daemon's own planner knows its
-        runs)."""
-        ...
-
-    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
-        """Claim `(job, slot)`s that will not run (skipped, missed), in one commit: for
-        each, whether this replica got it, and so is the one to tell of it. A store of one
-        daemon gives every one."""
+    ) -> Claimed:
+        """One wake's claims, in one commit. `start_many` with a claim of each start's
+        `(job, slot, copy)` (`copies`, in the starts' order; None: "" for each) that also
+        moves every start's cursor. Per start, its token; or None when another replica
+        holds the claim: then nothing is recorded for it, and it must not run; or BUSY for
+        a job of `exclusive` (`overlap: skip`) claimed with copy "" while an attempt of it
+        is unfinished on any replica: the claim is kept (the slot is dealt with: skipped,
+        by this replica) and nothing else recorded. A job of `replacing` (`overlap:
+        replace`) claimed with copy "" asks the other replicas to stop its runs (kill
+        requests). And a claim of each `told` `(job, slot)` that will not run (skipped,
+        missed): whether this replica got it, and so is the one to tell of it. A store of
+        one daemon wins every claim (SQLite's is `start_many`: its daemon's own planner
+        knows its runs)."""
         ...
 
     def finish(
@@ -345,7 +192,21 @@ class Store(Reader, Protocol):
         """Attempts left open by a daemon that died: closed as outcome `lost`."""
         ...
 
-    def set_meta(self, key: str, value: str) -> None: ...
+
+class PauseRecords(Protocol):
+    """The pauses operators set (`crond pause`), kept across restarts."""
+
+    def set_pause(self, row: PauseRow) -> None:
+        """Keep a job's pause, replacing the one it had, in one commit."""
+        ...
+
+    def clear_pause(self, job: str) -> None:
+        """Forget a job's pause (none is no error), in one commit."""
+        ...
+
+
+class OutboxRecords(Protocol):
+    """Notifications kept until delivered or given up (crond/notify/delivery.py)."""
 
     def outbox_add(self, rows: Sequence[OutboxRow]) -> list[int]:
         """Keep notifications to deliver (their `id` is ignored), in one commit; their ids."""
@@ -359,13 +220,17 @@ class Store(Reader, Protocol):
         """Forget notifications delivered or given up, in one commit."""
         ...
 
-    def set_pause(self, row: PauseRow) -> None:
-        """Keep a job's pause, replacing the one it had, in one commit."""
+
+class Upkeep(Protocol):
+    """The daemon's view of its jobs for `crond status`, its marks (`@reboot`'s boot,
+    the streaks of notifications), and the heartbeat's checks."""
+
+    @property
+    def moved_aside(self) -> str | None:
+        """Where opening it put a damaged store (kept as evidence), if it did."""
         ...
 
-    def clear_pause(self, job: str) -> None:
-        """Forget a job's pause (none is no error), in one commit."""
-        ...
+    def set_meta(self, key: str, value: str) -> None: ...
 
     def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
         """Make the view a freshly loaded file's jobs. `digest`: the sha256 of the
@@ -388,6 +253,10 @@ class Store(Reader, Protocol):
         ...
 
 
+class Store(Reader, RunRecords, PauseRecords, OutboxRecords, Upkeep, Protocol):
+    """A store opened by the daemon, for writing; one daemon a store (it is locked)."""
+
+
 @runtime_checkable
 class ClusterReader(Reader, Protocol):
     """A store replicas share, as status, history and ps read it: its replicas by name,
@@ -397,6 +266,9 @@ class ClusterReader(Reader, Protocol):
     def open_runs(self) -> list[AttemptRow]: ...
     def clock(self) -> datetime: ...
     def newest_replicas(self) -> dict[str, str]: ...
+    def per_replica(self, jobs: Sequence[str]) -> dict[str, dict[str, PerReplica]]:
+        """Of each of `jobs`, by replica: its newest attempt and newest success there."""
+        ...
 
 
 class Replicated(Store, ClusterReader, Protocol):

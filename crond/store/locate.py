@@ -47,7 +47,7 @@ def open_store(directory: Path, *, aside: bool = False) -> Store:
     """The daemon's store in `directory` (made if needed), locked for this process.
     `aside`: it is known to be damaged: keep it under another name, start afresh.
     Raises StateError."""
-    return sqlite.Store(directory, aside=aside)
+    return sqlite.SqliteStore(directory, aside=aside)
 
 
 def database_url(configured: str | None, environ: dict[str, str] | None = None) -> str | None:
@@ -64,10 +64,9 @@ def open_reader(
     cluster: str = "default",
 ) -> Reader:
     """The store `crond status`/`history` should read: with no `--state-dir` and a
-    database (`database_url`), the cluster's in it; else where `resolve_dir` says; and for
-    a user other than root with nothing chosen and nothing there, the system daemon's
-    (/var/lib/crond: a monitoring user in the `crond` group need not say so).
-    Raises StateError."""
+    database (`database_url`), the cluster's in it; else where `resolve_dir` says; and,
+    when `looks_at_system` and nothing is there, the system daemon's (/var/lib/crond: a
+    monitoring user in the `crond` group need not say so). Raises StateError."""
     url = database_url(database)
     if flag is None and url is not None:
         return open_cluster_reader(url, cluster)
@@ -76,11 +75,49 @@ def open_reader(
         raise StateError("no state store (state_dir: none): no run history is kept")
     try:
         return sqlite.Reader(directory)
-    except StateError:
-        fallback = flag is None and configured is None and directory != SYSTEM_DIR
-        if not fallback or not (SYSTEM_DIR / sqlite.DB_NAME).exists():
+    except StateError as exc:
+        if url is not None:  # `--state-dir` of a replica: its directory holds no history
+            raise StateError(f"no history in {directory}: {IN_DATABASE}") from None
+        if not looks_at_system(flag, configured) or directory == SYSTEM_DIR:
+            raise
+        there = present(SYSTEM_DIR / sqlite.DB_NAME)
+        if there is None:
+            raise StateError(f"{exc}; {system_closed()}") from None
+        if not there:
             raise
     return sqlite.Reader(SYSTEM_DIR)
+
+
+IN_DATABASE = (
+    "this file's daemon keeps its history in its database (daemon.database); "
+    "run without --state-dir"
+)
+
+
+def system_closed() -> str:
+    """What to say when the system daemon's directory may not be looked in."""
+    return (
+        f"the system daemon's directory {SYSTEM_DIR} is not readable by you (to let a group "
+        "in, see docs/control.md 'Letting operators use it')"
+    )
+
+
+def looks_at_system(flag: str | None, configured: str | None) -> bool:
+    """Whether a command that finds nothing at the default place looks in the system
+    daemon's directory as well: for a user other than root who chose no place (no
+    `--state-dir`, no `daemon.state_dir`, no `$STATE_DIRECTORY`; root's default place is
+    the system daemon's already)."""
+    chosen = flag is not None or configured is not None or bool(os.environ.get("STATE_DIRECTORY"))
+    return not chosen and os.geteuid() != 0
+
+
+def present(path: Path) -> bool | None:
+    """Whether `path` exists; None when a directory on the way may not be searched by
+    this user (Path.exists raises then)."""
+    try:
+        return path.exists()
+    except PermissionError:
+        return None
 
 
 def open_cluster_reader(url: str, cluster: str) -> Reader:

@@ -90,7 +90,7 @@ _LAST_KILL = (
 )
 
 
-class Cluster(Reads):
+class ClusterRows(Reads):
     """What a replica does with the others of its cluster (base.Replicated's own part)."""
 
     def __init__(self, url: str, *, cluster: str, replica: str, timeout: float) -> None:

@@ -7,11 +7,23 @@ crond/store/postgres.py is the store these are part of; docs/state.md what they 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from crond.store import schema_pg
-from crond.store.base import AttemptRow, PauseRow, ReplicaRow, StateError, StatusRow, Summary
+from crond.store.base import (
+    EVERY,
+    FAILED_OUTCOMES,
+    AttemptRow,
+    Only,
+    PauseRow,
+    PerReplica,
+    ReplicaRow,
+    StateError,
+    StatusRow,
+    Summary,
+)
 from crond.store.pg_conn import ATTEMPTS, PAUSES, Connection, attempt_of, pause_of, utc
 
 _SUMMARIES = (
@@ -26,6 +38,13 @@ SELECT v.job, v.enabled::int, v.schedule, v.next_text, v.next_local, v.next_note
 FROM crond_view v LEFT JOIN crond_summary s ON s.cluster = v.cluster AND s.job = v.job
 WHERE v.cluster = %s ORDER BY v.pos
 """
+# Each (job, replica)'s newest attempt (of those `also` keeps): a sort of the jobs' kept
+# history, read through their index.
+_PER_REPLICA = (
+    "SELECT DISTINCT ON (job, replica) id, run_id, job, slot, attempt, started, finished, "
+    "outcome, exit_code, duration_s, output, replica FROM crond_attempts "
+    "WHERE cluster = %s AND job = ANY(%s) {also} ORDER BY job, replica, id DESC"
+)
 REPLICAS = (
     "SELECT name, host, pid, boot_id, started, last_beat, version, config_digest "
     "FROM crond_replicas WHERE cluster = %s"
@@ -73,16 +92,23 @@ class Reads(Connection):
         rows = self._all(query + " ORDER BY id DESC LIMIT 1", params)
         return self._decoded(lambda: attempt_of(rows[0]) if rows else None)
 
-    def recent(self, job: str | None, limit: int) -> list[AttemptRow]:
-        if job is None:
-            rows = self._all(
-                ATTEMPTS + " WHERE cluster = %s ORDER BY id DESC LIMIT %s", (self.cluster, limit)
-            )
-        else:
-            rows = self._all(
-                ATTEMPTS + " WHERE cluster = %s AND job = %s ORDER BY id DESC LIMIT %s",
-                (self.cluster, job, limit),
-            )
+    def recent(self, job: str | None, limit: int, only: Only = EVERY) -> list[AttemptRow]:
+        terms: list[str] = ["cluster = %s"]
+        params: list[Any] = [self.cluster]
+        if job is not None:
+            terms.append("job = %s")
+            params.append(job)
+        if only.failed:
+            terms.append("outcome = ANY(%s)")
+            params.append(list(FAILED_OUTCOMES))
+        if only.since is not None:
+            terms.append("started >= %s")
+            params.append(only.since)
+        if only.run_id is not None:
+            terms.append("run_id = %s")
+            params.append(only.run_id)
+        query = f"{ATTEMPTS} WHERE {' AND '.join(terms)} ORDER BY id DESC LIMIT %s"
+        rows = self._all(query, (*params, limit))
         return self._decoded(lambda: [attempt_of(r) for r in reversed(rows)])
 
     def open_runs(self) -> list[AttemptRow]:
@@ -118,6 +144,29 @@ class Reads(Connection):
     def pauses(self) -> dict[str, PauseRow]:
         rows = self._all(PAUSES, (self.cluster,))
         return self._decoded(lambda: {r[0]: pause_of(r) for r in rows})
+
+    def per_replica(self, jobs: Sequence[str]) -> dict[str, dict[str, PerReplica]]:
+        """Of each of `jobs` (`replicas: all` ones), by replica: its newest attempt and
+        its newest success among those kept (each through the job's index)."""
+        found: dict[str, dict[str, PerReplica]] = {}
+        if not jobs:
+            return found
+        newest = self._all(_PER_REPLICA.format(also=""), (self.cluster, list(jobs)))
+        success = self._all(
+            _PER_REPLICA.format(also="AND outcome = 'success'"), (self.cluster, list(jobs))
+        )
+
+        def build() -> dict[str, dict[str, PerReplica]]:
+            for row in newest:
+                got = attempt_of(row)
+                found.setdefault(got.job, {})[str(got.replica)] = PerReplica(got, None)
+            for row in success:
+                ok = attempt_of(row)
+                mine = found.setdefault(ok.job, {})
+                mine[str(ok.replica)] = PerReplica(mine.get(str(ok.replica), (ok,))[0], ok)
+            return found
+
+        return self._decoded(build)
 
     def replicas(self) -> list[ReplicaRow]:
         rows = self._all(REPLICAS + " ORDER BY name", (self.cluster,))

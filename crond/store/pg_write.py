@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 
 from crond.clock import iso_utc
-from crond.store.base import BUSY, AttemptRow, Claim, Start
-from crond.store.pg_cluster import CLOSE_LOST, Cluster
+from crond.store.base import BUSY, AttemptRow, Claim, Claimed, Start
+from crond.store.pg_cluster import CLOSE_LOST, ClusterRows
 from crond.store.pg_conn import attempt_of, utc
 
 # One claim, and the attempt it records when it wins, in one statement: the attempt's
@@ -53,7 +53,7 @@ ON CONFLICT (cluster, job) DO UPDATE SET last_id = excluded.last_id, run_id = ex
 """
 
 
-class Runs(Cluster):
+class Runs(ClusterRows):
     """A replica's runs recorded: base.Store's writes of attempts and cursors."""
 
     history: int  # the attempts kept a job (PostgresStore's)
@@ -63,10 +63,6 @@ class Runs(Cluster):
             "SELECT job, cursor FROM crond_cursors WHERE cluster = %s", (self.cluster,)
         )
         return self._decoded(lambda: {job: utc(c) for job, c in rows})
-
-    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
-        with self._transaction() as cur:
-            self._move_cursors(cur, cursors)
 
     def start(
         self,
@@ -102,26 +98,56 @@ class Runs(Cluster):
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
     ) -> list[Claim]:
-        """Claims taken in the order of (job, slot, copy), whatever the starts' order, and
-        the summaries and cursors after them in the order of jobs: replicas that race
-        take their locks in one order, and never deadlock one another."""
+        """`claim` of starts alone."""
+        return self.claim(
+            starts, (), started, copies=copies, exclusive=exclusive, replacing=replacing
+        ).starts
+
+    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
+        """`claim` of told slots alone."""
+        return self.claim((), slots, claimed).told
+
+    def claim(
+        self,
+        starts: Sequence[Start],
+        told: Sequence[tuple[str, datetime]],
+        started: datetime,
+        *,
+        copies: Sequence[str] | None = None,
+        exclusive: Collection[str] = (),
+        replacing: Collection[str] = (),
+    ) -> Claimed:
+        """One wake's claims in one transaction: its starts' and its told slots' (copy "").
+        Claims are taken in the order of (job, slot, copy), whatever the order given, and
+        the summaries and cursors after them in the order of jobs: replicas that race take
+        their locks in one order, and never deadlock one another."""
         if copies is None:
             copies = [""] * len(starts)
         if len(copies) != len(starts):
-            raise ValueError("claim_many: one copy a start")
-        order = sorted(range(len(starts)), key=lambda i: (starts[i][0], starts[i][2], copies[i]))
+            raise ValueError("claim: one copy a start")
+        order = sorted(
+            [((job, slot, copies[i]), i) for i, (job, _, slot) in enumerate(starts)]
+            + [((job, slot, ""), -1 - i) for i, (job, slot) in enumerate(told)]
+        )
         ids: list[Claim] = [None] * len(starts)
+        got = [False] * len(told)
         with self._transaction() as cur:
-            for i in order:
-                job, run_id, slot = starts[i]
+            for (job, slot, copy), i in order:
+                if i < 0:
+                    got[-1 - i] = self._claim_told(cur, job, slot, started)
+                    continue
                 cur.execute(_CLAIM, {
-                    "cluster": self.cluster, "job": job, "slot": slot, "copy": copies[i],
-                    "replica": self._replica, "run_id": run_id, "started": started,
-                    "exclusive": not copies[i] and job in exclusive,
+                    "cluster": self.cluster, "job": job, "slot": slot, "copy": copy,
+                    "replica": self._replica, "run_id": starts[i][1], "started": started,
+                    "exclusive": not copy and job in exclusive,
                 })  # fmt: skip
                 claimed, busy, row_id = cur.fetchone()  # type: ignore[misc]
                 ids[i] = int(row_id) if row_id is not None else BUSY if claimed and busy else None
-            won = sorted((starts[i], ids[i], copies[i]) for i in order if isinstance(ids[i], int))
+            won = sorted(
+                (starts[i], ids[i], copies[i])
+                for _, i in order
+                if i >= 0 and isinstance(ids[i], int)
+            )
             for (job, run_id, slot), row_id, copy in won:
                 cur.execute(_SUMMARY_STARTED, (self.cluster, job, row_id, run_id,
                     iso_utc(slot), 1, iso_utc(started), self._replica))  # fmt: skip
@@ -129,25 +155,20 @@ class Runs(Cluster):
                     who = json.dumps({"overlap": "replace", "run_id": run_id})
                     cur.execute(_REPLACE, (who, self._replica, started, self.cluster, job,
                                            self._replica))  # fmt: skip
-            self._move_cursors(cur, [(job, slot) for job, _, slot in starts])
-        return ids
+            if starts:
+                self._move_cursors(cur, [(job, slot) for job, _, slot in starts])
+        return Claimed(ids, got)
 
-    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
-        """Claims with no attempt (a slot skipped or missed: the one replica that gets it
-        tells of it), in the order of (job, slot) as claim_many takes its own."""
-        order = sorted(range(len(slots)), key=lambda i: slots[i])
-        got = [False] * len(slots)
-        with self._transaction() as cur:
-            for i in order:
-                job, slot = slots[i]
-                cur.execute(
-                    "INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, "
-                    "claimed) VALUES (%s, %s, %s, '', %s, '', %s) ON CONFLICT DO NOTHING "
-                    "RETURNING 1",
-                    (self.cluster, job, slot, self._replica, claimed),
-                )
-                got[i] = cur.fetchone() is not None
-        return got
+    def _claim_told(self, cur: Any, job: str, slot: datetime, claimed: datetime) -> bool:
+        """A claim with no attempt (a slot skipped or missed: the one replica that gets it
+        tells of it)."""
+        cur.execute(
+            "INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, "
+            "claimed) VALUES (%s, %s, %s, '', %s, '', %s) ON CONFLICT DO NOTHING "
+            "RETURNING 1",
+            (self.cluster, job, slot, self._replica, claimed),
+        )
+        return cur.fetchone() is not None
 
     def finish(
         self,

@@ -23,7 +23,15 @@ from typing import Any
 
 from crond.clock import iso_utc
 from crond.store import files, schema
-from crond.store.base import AttemptRow, Claim, OutboxRow, PauseRow, StateError, ViewRow
+from crond.store.base import (
+    AttemptRow,
+    Claim,
+    Claimed,
+    OutboxRow,
+    PauseRow,
+    StateError,
+    ViewRow,
+)
 from crond.store.files import DB_NAME, LOCK_NAME
 from crond.store.sqlite_read import (
     ATTEMPTS,
@@ -35,14 +43,14 @@ from crond.store.sqlite_read import (
     is_corrupt,
 )
 
-__all__ = ["DB_NAME", "LOCK_NAME", "Reader", "Store"]
+__all__ = ["DB_NAME", "LOCK_NAME", "Reader", "SqliteStore"]
 
 # Commits between checkpoints: a few pages each, so the WAL stays around a megabyte.
 _CHECKPOINT_EVERY = 200
 _VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_note"
 
 
-class Store(Reads):
+class SqliteStore(Reads):
     """One SQLite file, opened by the daemon. Not thread-safe: use it from the event
     loop's thread."""
 
@@ -128,10 +136,6 @@ class Store(Reads):
         rows = self._all("SELECT job, cursor FROM cursors")
         return decoded(self.path, lambda: {job: datetime.fromtimestamp(c, UTC) for job, c in rows})
 
-    def save_cursors(self, cursors: Sequence[tuple[str, datetime]]) -> None:
-        with self._transaction() as db:
-            _move_cursors(db, cursors)
-
     def start(
         self,
         job: str,
@@ -155,24 +159,33 @@ class Store(Reads):
                 _record_start(db, job, run_id, slot, 1, started) for job, run_id, slot in starts
             ]
 
-    def claim_many(
+    def claim(
         self,
         starts: Sequence[tuple[str, str, datetime]],
+        told: Sequence[tuple[str, datetime]],
         started: datetime,
         *,
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),  # noqa: ARG002  (the Protocol's: nothing is busy)
         replacing: Collection[str] = (),  # noqa: ARG002  (its daemon's runs are all its own)
-    ) -> list[Claim]:
+    ) -> Claimed:
         """`start_many`: one daemon a store (it is locked), so no claim is ever lost (and
-        its daemon's planner knows its runs: none is BUSY here)."""
+        its daemon's planner knows its runs: none is BUSY here); every slot is its own to
+        tell of."""
         if copies is not None and len(copies) != len(starts):
-            raise ValueError("claim_many: one copy a start")
-        return list(self.start_many(starts, started))
+            raise ValueError("claim: one copy a start")
+        ids: list[Claim] = list(self.start_many(starts, started)) if starts else []
+        return Claimed(ids, [True] * len(told))
 
-    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:  # noqa: ARG002  (the Protocol's)
-        """One daemon a store: every slot is its own to tell of."""
-        return [True] * len(slots)
+    def claim_many(
+        self, starts: Sequence[tuple[str, str, datetime]], started: datetime, **kw: Any
+    ) -> list[Claim]:
+        """`claim` of starts alone."""
+        return self.claim(starts, (), started, **kw).starts
+
+    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
+        """`claim` of told slots alone."""
+        return self.claim((), slots, claimed).told
 
     def finish(
         self,

@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from crond.store import schema
-from crond.store.base import AttemptRow, PauseRow, StateError, StatusRow, Summary
+from crond.store.base import (
+    EVERY,
+    FAILED_OUTCOMES,
+    AttemptRow,
+    Only,
+    PauseRow,
+    StateError,
+    StatusRow,
+    Summary,
+)
 from crond.store.files import DB_NAME, check_directory
 
 T = TypeVar("T")
@@ -111,11 +120,9 @@ class Reads:
         rows = self._all(query + " ORDER BY id DESC LIMIT 1", params)
         return decoded(self.path, lambda: attempt_of(rows[0]) if rows else None)
 
-    def recent(self, job: str | None, limit: int) -> list[AttemptRow]:
-        if job is None:
-            rows = self._all(ATTEMPTS + " ORDER BY id DESC LIMIT ?", (limit,))
-        else:
-            rows = self._all(ATTEMPTS + " WHERE job = ? ORDER BY id DESC LIMIT ?", (job, limit))
+    def recent(self, job: str | None, limit: int, only: Only = EVERY) -> list[AttemptRow]:
+        where, params = _where(job, only)
+        rows = self._all(ATTEMPTS + where + " ORDER BY id DESC LIMIT ?", (*params, limit))
         return decoded(self.path, lambda: [attempt_of(r) for r in reversed(rows)])
 
     def summaries(self) -> dict[str, Summary]:
@@ -141,6 +148,26 @@ class Reads:
         except sqlite3.Error as exc:
             raise failure(self.path, exc) from None
         return decoded(self.path, lambda: {r[0]: pause_of(r) for r in rows})
+
+
+def _where(job: str | None, only: Only) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause of `recent` (a job's attempts: through its index; a run's: a
+    scan of the history kept, docs/state.md)."""
+    terms: list[str] = []
+    params: list[Any] = []
+    if job is not None:
+        terms.append("job = ?")
+        params.append(job)
+    if only.failed:
+        terms.append(f"outcome IN ({', '.join('?' * len(FAILED_OUTCOMES))})")
+        params.extend(FAILED_OUTCOMES)
+    if only.since is not None:
+        terms.append("started >= ?")
+        params.append(only.since.timestamp())
+    if only.run_id is not None:
+        terms.append("run_id = ?")
+        params.append(only.run_id)
+    return (" WHERE " + " AND ".join(terms) if terms else ""), tuple(params)
 
 
 class Reader(Reads):

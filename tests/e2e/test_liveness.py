@@ -134,6 +134,39 @@ def test_health_without_a_file_says_so(tmp_path: Path) -> None:
     assert "no liveness file" in result.stderr
 
 
+def test_health_finds_the_liveness_file_from_the_schedules_file(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    """`crond health FILE`, as every other command takes FILE: the file's
+    `daemon.liveness_file` (read from that block alone, or by loading the file when the
+    block is unclear); `--liveness-file` still wins."""
+    live = tmp_path / "liveness.json"
+    f = tmp_path / "s.yaml"
+    f.write_text(f"daemon:\n  liveness_file: {live}\njobs:\n  a: {{every: 1h, command: 'true'}}\n")
+    d = Crond([str(f), "--heartbeat", "200ms"])
+    crond.append(d)
+    eventually(live.exists, what="the liveness file is written")
+    fresh = run_cli("health", str(f))
+    assert fresh.returncode == 0, fresh.stderr
+    assert fresh.stdout.startswith(f"{live}: fresh: ")
+    anchored = tmp_path / "anchored.yaml"  # an alias to outside: the block alone is unclear
+    anchored.write_text(
+        f"jobs:\n  a: {{every: 1h, command: &p {live}}}\ndaemon:\n  liveness_file: *p\n"
+    )
+    assert run_cli("health", str(anchored)).stdout.startswith(f"{live}: fresh: ")
+    other = run_cli("health", str(f), "--liveness-file", str(tmp_path / "other.json"))
+    assert (other.returncode, other.stderr.split(":")[0]) == (1, str(tmp_path / "other.json"))
+    assert d.stop() == 0
+    plain = tmp_path / "plain.yaml"  # says nothing: where the shipped unit has it written
+    plain.write_text("jobs: {}\n")
+    assert run_cli("health", str(plain)).stderr.startswith("/run/crond/liveness.json: ")
+    missing = run_cli("health", str(tmp_path / "nosuch.yaml"))
+    assert (missing.returncode, missing.stderr) == (
+        1,
+        f"crond: {tmp_path / 'nosuch.yaml'}: no such file\n",
+    )
+
+
 def _zombie_children(pid: int) -> list[int]:
     zombies = []
     for entry in Path("/proc").iterdir():

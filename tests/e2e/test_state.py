@@ -272,7 +272,7 @@ def test_an_unavailable_store_degrades_then_recovers(tmp_path: Path, crond: list
 def test_status_without_a_store_shows_next_fires(tmp_path: Path) -> None:
     f = write(tmp_path / "s.yaml", "jobs:\n  a: {cron: '0 6 * * *', command: 'true'}\n")
     result = run_cli("status", str(f), "--state-dir", str(tmp_path / "never"))
-    assert result.returncode == 0
+    assert result.returncode == 1  # no history read: not "never ran"
     assert "no such file" in result.stderr
     assert result.stdout.splitlines()[1].split()[:3] == ["a", "0", "6"]
     off = run_cli("history", str(f), "--state-dir", "none")
@@ -409,7 +409,7 @@ def status_as_another_user(tmp_path: Path, crond: list[Crond]) -> None:
     assert d.stop() == 0
     state.chmod(0o700)
     denied = as_nobody("status", str(f), "--state-dir", str(state))
-    assert denied.returncode == 0, denied.stderr
+    assert denied.returncode == 1, denied.stderr
     assert "Permission denied" in denied.stderr
     assert "Traceback" not in denied.stderr
     history = as_nobody("history", str(f), "--state-dir", str(state))

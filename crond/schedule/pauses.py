@@ -1,20 +1,20 @@
-"""The loop's pauses (`crond pause`, `crond resume`; docs/control.md): which jobs start no
+"""The pauses (`crond pause`, `crond resume`; docs/control.md): which jobs start no
 scheduled run, until when, and how many slots each has passed over.
 
-The rules `Pauses` keeps (the loop wakes when told and calls it at every wake):
+The rules `Pauses` keeps (crond/schedule/core.py asks it at every wake):
 
 - A pause is held by job name, so it outlives a reload: a job removed from the file and
   added back keeps it, and a name not (or no longer) in the file is taken and kept.
 - A paused job's due slots are passed over and counted, neither run nor missed, and
   nothing is made up afterwards, not even by `catchup: latest`: the planner moves the
-  job's cursor on as for a disabled job (`crond.when.plan.plan_entry`, `paused`).
+  job's cursor on as for a disabled job (`crond.schedule.rules.decide`, `paused`).
 - Pausing a paused job again replaces its end and keeps its count.
-- A pause with an end is over at that end: a slot at the end itself runs. The loop wakes
+- A pause with an end is over at that end: a slot at the end itself runs. The core wakes
   at the earliest end (`ends`), as for a fire; there the slots before the end that were
   not planned yet (the loop slept through them: a suspend) are passed over first, then
   the pause is dropped and its count reported (`expire`).
 - Runs going are not touched, and a trigger starts a run of a paused job: both are the
-  loop's, which asks nothing of a pause for them.
+  shell's, which asks nothing of a pause for them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from crond.when.plan import Decision, Entry, Schedule, plan_entry
+from crond.schedule.heap import Schedule
+from crond.schedule.rules import Decision, Entry, decide
 
 # The slots strictly before a pause's end are its own; the one at the end runs.
 _JUST_BEFORE = timedelta(microseconds=1)
@@ -63,12 +64,12 @@ class Pauses:
     def listing(self) -> dict[str, datetime | None]:
         return {name: held.until for name, held in self.held.items()}
 
-    def plan(self, entry: Entry, at: datetime, going: int) -> Decision:
+    def decide(self, entry: Entry, at: datetime, going: int) -> Decision:
         """The decision as of `at` for an entry whose job is in `held`, its passed-over
         slots counted into its pause (a pause ending at `at` or before is over)."""
         held = self.held[entry.name]
         paused = held.until is None or held.until > at
-        decision = plan_entry(entry, at, going, paused=paused)
+        decision = decide(entry, at, going, paused=paused)
         held.skipped += decision.paused
         return decision
 
@@ -106,6 +107,6 @@ class Pauses:
         fire = None if entry is None else entry.next_fire
         if entry is None or fire is None or fire.at >= until:
             return 0
-        decision = plan_entry(entry, until - _JUST_BEFORE, 0, paused=True)
+        decision = decide(entry, until - _JUST_BEFORE, 0, paused=True)
         self.schedule.apply(entry, decision)
         return decision.paused

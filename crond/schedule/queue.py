@@ -1,7 +1,7 @@
 """The daemon's `max_running` (docs/control.md "Concurrency limits"): how many runs the
 whole daemon lets go at once, and the queue of due runs waiting beyond it.
 
-The rules `RunQueue` keeps (the loop asks it at every wake that starts runs):
+The rules `RunQueue` keeps (crond/schedule/core.py asks it at every wake that starts runs):
 
 - A due run beyond the limit waits (`job.queued`, with `job`, `slot`, `running`), first
   come first served: while any run waits, every later due start waits behind it, even
@@ -10,7 +10,7 @@ The rules `RunQueue` keeps (the loop asks it at every wake that starts runs):
 - It starts as soon as a place is free (a run ended, a reload raised or lifted the
   limit), in the order the runs fell due; if its grace (slot + the job's `grace`) runs
   out first it is missed: `job.missed` with `reason: queue`, count 1, its slot as first
-  and last. The loop wakes just after the earliest end of grace (`wake_at`): at the end
+  and last. The core wakes just after the earliest end of grace (`wake_at`): at the end
   itself the run may still start (R9: `now - slot <= grace` starts).
 - A replacement of runs going (`overlap: replace`) takes their place: it is never held,
   and the job's queued runs, replaced by a newer one, are missed (`drop`).
@@ -26,18 +26,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from structlog.typing import FilteringBoundLogger
-
-from crond.clock import iso_utc
 from crond.config.loaded import LoadedJob
-from crond.daemon.decisions import missed_one
-from crond.daemon.pauses import Pauses
-from crond.when.plan import Decision, Schedule
+from crond.schedule.heap import Schedule
+from crond.schedule.pauses import Pauses
+from crond.schedule.rules import Decision
 
-# A queued run whose grace ends at t is missed after t: the loop wakes this much after t,
+# A queued run whose grace ends at t is missed after t: the core wakes this much after t,
 # never at t itself (it would find nothing to do, and wake at t again).
 _AFTER = timedelta(microseconds=1)
 _NOTHING_HELD: frozenset[int] = frozenset()
+
+# A run missed: its job (which may have left the file since) and the decision to tell.
+Missed = tuple[LoadedJob, Decision]
 
 
 @dataclass(frozen=True)
@@ -50,48 +50,41 @@ class _Queued:
 
 
 class RunQueue:
-    """The daemon's limit and the runs waiting for it, for one loop over its `Schedule`."""
+    """The daemon's limit and the runs waiting for it, over one `Schedule`. `running`,
+    wherever asked, is how many runs are going now."""
 
-    def __init__(
-        self,
-        *,
-        schedule: Schedule,
-        log: FilteringBoundLogger,
-        running: Callable[[], int],
-        tell: Callable[[LoadedJob, Decision], None],
-    ) -> None:
+    def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
-        self.log = log
-        self.running = running  # how many runs are going now
-        self.tell = tell  # a missed run's decision: logged, and told to the loop's watcher
         self.limit: int | None = None  # None: no limit
         self._items: deque[_Queued] = deque()  # in the order they fell due
-        # How many of each job wait (read by the planner for every due entry: empty, the
-        # usual case, it costs one truth test).
+        # How many of each job wait (read for every due entry: empty, the usual case, it
+        # costs one truth test).
         self.counts: dict[str, int] = {}
         self._ends: datetime | None = None  # the earliest end of grace among them
 
     def __bool__(self) -> bool:
         return bool(self._items)
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     def wake_at(self) -> datetime | None:
-        """When the loop must wake for the queue by itself: just after the earliest end of
-        grace, when that run is missed (None: nothing waits)."""
+        """When to wake for the queue by itself: just after the earliest end of grace,
+        when that run is missed (None: nothing waits)."""
         return None if self._ends is None else self._ends + _AFTER
 
-    def refusal(self) -> str | None:
+    def refusal(self, running: int) -> str | None:
         """Why a trigger may not start now (a replacement is never asked), if it may not."""
         limit = self.limit
         if limit is None:
             return None
-        count = self.running()
-        if count >= limit or self._items:
+        if running >= limit or self._items:
             queued = f", and {len(self._items)} waiting" if self._items else ""
-            return f"the daemon's max_running ({limit}) is reached: {count} going{queued}"
+            return f"the daemon's max_running ({limit}) is reached: {running} going{queued}"
         return None
 
     def hold(
-        self, decisions: list[Decision], replacing: Callable[[Decision], bool]
+        self, decisions: list[Decision], replacing: Callable[[Decision], bool], running: int
     ) -> frozenset[int]:
         """Which of a wake's decisions wait (their indexes): the starts beyond the limit,
         and all starts while runs wait. `replacing`: whether a decision replaces runs
@@ -99,7 +92,7 @@ class RunQueue:
         limit = self.limit
         if limit is None:
             return _NOTHING_HELD
-        room = limit - self.running()
+        room = limit - running
         held: set[int] = set()
         for i, decision in enumerate(decisions):
             if decision.start is None or replacing(decision):
@@ -117,19 +110,21 @@ class RunQueue:
         self.counts[job.name] = self.counts.get(job.name, 0) + 1
         if self._ends is None or deadline < self._ends:
             self._ends = deadline
-        self.log.warning("job.queued", job=job.name, slot=iso_utc(slot), running=self.running())
 
-    def drain(self, now: datetime, pauses: Pauses) -> list[tuple[LoadedJob, datetime]]:
-        """The queued runs there is room for, in order, taken off the queue for the loop
-        to start; those whose grace ran out are missed, those of a job removed since are
-        dropped, those of a job paused since are passed over."""
+    def drain(
+        self, now: datetime, pauses: Pauses, running: int
+    ) -> tuple[list[tuple[LoadedJob, datetime]], list[Missed]]:
+        """The queued runs there is room for, in order, taken off the queue to start now;
+        and those whose grace ran out (missed). Those of a job removed
+        since are dropped, those of a job paused since passed over."""
         limit = self.limit
-        room = None if limit is None else limit - self.running()
+        room = None if limit is None else limit - running
         starts: list[tuple[LoadedJob, datetime]] = []
+        missed: list[Missed] = []
         kept: deque[_Queued] = deque()
         for item in self._items:
             if now > item.deadline:
-                self._missed(item)
+                missed.append(self._missed(item))
             elif room is not None and room <= len(starts):
                 kept.append(item)
             elif (entry := self.schedule.entries.get(item.job.name)) is not None and not (
@@ -141,17 +136,18 @@ class RunQueue:
         for item in kept:
             self.counts[item.job.name] = self.counts.get(item.job.name, 0) + 1
         self._ends = min((item.deadline for item in kept), default=None)
-        return starts
+        return starts, missed
 
-    def drop(self, name: str) -> None:
+    def drop(self, name: str) -> list[Missed]:
         """The queued runs of `name`, replaced by a newer one (overlap: replace): missed."""
         if name not in self.counts:
-            return
-        for item in [item for item in self._items if item.job.name == name]:
+            return []
+        dropped = [item for item in self._items if item.job.name == name]
+        for item in dropped:
             self._items.remove(item)
-            self._missed(item)
         del self.counts[name]
         self._ends = min((item.deadline for item in self._items), default=None)
+        return [self._missed(item) for item in dropped]
 
-    def _missed(self, item: _Queued) -> None:
-        self.tell(item.job, missed_one(self.schedule, item.job.name, item.slot, "queue"))
+    def _missed(self, item: _Queued) -> Missed:
+        return item.job, self.schedule.missed(item.job.name, item.slot, "queue")

@@ -1,21 +1,16 @@
-"""What to do at a wake: the pure planner (R9 grace, missed slots, overlap, max_running,
-catch-up, pauses) and the heap of every job's next fire.
+"""The rules of one job's due slots (docs/schedules.md): R9 grace, missed slots, overlap,
+the job's max_running, catch-up, pauses; and where a job new to the schedule starts.
 
-`plan_entry` is arithmetic over instants: given an entry's cursor and timing, `now`, how
+`decide` is arithmetic over instants: given an entry's cursor and timing, `now`, how
 many runs of the job are going and whether it is paused, it says which slot starts,
 which is skipped (for overlap or the job's max_running), which were missed and how many
-were passed over while paused. `Schedule` keeps one entry per job and a heap ordered by their
-next fires; daemon/loop.py sleeps until the earliest, re-reads the clock, plans the due
-entries and hands the slots to the runner.
+were passed over while paused. crond/schedule/core.py asks it for every due entry.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from crond.config.loaded import LoadedJob
@@ -89,7 +84,7 @@ def _due(timing: Timing, first: Fire, now: datetime) -> _Due:
     return _Due(count, first.at, latest, before)
 
 
-def plan_entry(entry: Entry, now: datetime, running: int, *, paused: bool = False) -> Decision:
+def decide(entry: Entry, now: datetime, running: int, *, paused: bool = False) -> Decision:
     """R9 for one entry: the latest due slot starts if within grace; the others are missed.
     With `catchup: latest`, a latest slot later than grace but within `catchup_window`
     still starts, as a catch-up run (the older slots are skipped, counted, not missed).
@@ -143,49 +138,19 @@ def _skip_reason(overlap: Overlap, max_running: int | None, running: int) -> str
     return None
 
 
-@dataclass
-class Schedule:
-    """The set of entries and the heap of their next fires (stale heap items are skipped)."""
+_SECOND = timedelta(seconds=1)
 
-    entries: dict[str, Entry] = field(default_factory=dict)
-    _heap: list[tuple[datetime, int, str]] = field(default_factory=list)
-    _seq: Iterator[int] = field(default_factory=itertools.count)
 
-    def put(self, entry: Entry) -> None:
-        self.entries[entry.name] = entry
-        if entry.next_fire is not None and entry.job.settings.enabled:
-            heapq.heappush(self._heap, (entry.next_fire.at, next(self._seq), entry.name))
-
-    def remove(self, name: str) -> Entry | None:
-        return self.entries.pop(name, None)  # its heap items become stale
-
-    def _is_current(self, at: datetime, name: str) -> bool:
-        entry = self.entries.get(name)
-        return entry is not None and entry.next_fire is not None and entry.next_fire.at == at
-
-    def next_due(self) -> tuple[datetime, str] | None:
-        """The earliest (instant, job) still current."""
-        while self._heap:
-            at, _, name = self._heap[0]
-            if self._is_current(at, name):
-                return at, name
-            heapq.heappop(self._heap)
-        return None
-
-    def pop_due(self, now: datetime) -> list[Entry]:
-        """Entries whose next fire is at or before `now`, each once, taken off the heap."""
-        due: dict[str, Entry] = {}
-        while self._heap and self._heap[0][0] <= now:
-            at, _, name = heapq.heappop(self._heap)
-            if self._is_current(at, name):
-                due[name] = self.entries[name]
-        return list(due.values())
-
-    def apply(self, entry: Entry, decision: Decision) -> None:
-        """Move the entry on as decided: its cursor (never back) and its next fire."""
-        entry.cursor = max(entry.cursor, decision.cursor)
-        entry.next_fire = decision.next_fire
-        self.put(entry)
+def first_cursor(job: LoadedJob, now: datetime, before: datetime | None) -> datetime:
+    """Where a job new to the schedule starts: now, or the cursor a previous daemon left
+    (`before`) if later; a `catchup: latest` job from `before`, for its missed slots."""
+    if before is None:
+        return now
+    if job.settings.catchup is Catchup.LATEST:
+        # Slots older than the window can never run: not even counted (a year of a
+        # minutely job would be half a million slots to walk).
+        return max(before, now - job.settings.catchup_window - _SECOND)
+    return max(now, before)
 
 
 def make_entry(job: LoadedJob, cursor: datetime) -> Entry:

@@ -14,25 +14,19 @@ slot, and the database's return starts each job once, not a burst of its old slo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
 
 from crond.config.loaded import LoadedJob
-from crond.daemon.decisions import missed_one
-from crond.when.plan import Decision, Schedule
-
-# Why a start was not claimed (the daemon's `prepare` says, per (job, slot)): another replica
-# holds the claim (it runs the slot); a run of the job goes on another replica and the job
-# runs one at a time (`overlap: skip`); or the database did not answer (tried again here).
-Refusal = Literal["taken", "busy", "database"]
-Refused = Mapping[tuple[str, datetime], Refusal]
-NONE_REFUSED: Refused = {}
+from crond.schedule.actions import Refused
+from crond.schedule.heap import Schedule
+from crond.schedule.pauses import Pauses
+from crond.schedule.queue import Missed
 
 _FIRST = timedelta(milliseconds=500)
 _LONGEST = timedelta(seconds=5)
-# A start whose grace ends at t is missed after t: the loop wakes this much after t.
+# A start whose grace ends at t is missed after t: the core wakes this much after t.
 _AFTER = timedelta(microseconds=1)
 
 
@@ -44,11 +38,10 @@ class _Waiting:
 
 
 class Unclaimed:
-    """The starts waiting for the database, one a job, for one loop over its Schedule."""
+    """The starts waiting for the database, one a job, over one `Schedule`."""
 
-    def __init__(self, *, schedule: Schedule, tell: Callable[[LoadedJob, Decision], None]) -> None:
+    def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
-        self.tell = tell  # a missed start's decision: logged, and told to the watcher
         self._items: dict[str, _Waiting] = {}  # by job name, in the order they fell due
         self._delay = _FIRST
         self._retry_at: datetime | None = None
@@ -56,42 +49,58 @@ class Unclaimed:
     def __bool__(self) -> bool:
         return bool(self._items)
 
-    def put(self, job: LoadedJob, slot: datetime, now: datetime) -> None:
-        """`job`'s start for `slot` could not be claimed: it waits (an older waiting slot of
-        the job is missed now), and is tried again after the current backoff."""
+    def put(self, job: LoadedJob, slot: datetime, now: datetime) -> list[Missed]:
+        """`job`'s start for `slot` could not be claimed: it waits, and is tried again
+        after the current backoff. An older waiting slot of the job is missed: its
+        decision."""
         older = self._items.pop(job.name, None)
-        if older is not None:
-            self._missed(older)
         self._items[job.name] = _Waiting(job, slot, slot + job.settings.grace)
         if self._retry_at is None:
             self._retry_at = now + self._delay
+        return [] if older is None else [self._missed(older)]
 
     def wake_at(self) -> datetime | None:
-        """When the loop must wake for these by itself: the next try, or just after the
-        earliest end of grace (None: nothing waits)."""
+        """When to wake for these by itself: the next try, or just after the earliest end
+        of grace (None: nothing waits)."""
         if not self._items:
             return None
         ends = min(item.deadline for item in self._items.values()) + _AFTER
         return ends if self._retry_at is None else min(self._retry_at, ends)
 
-    def due(self, now: datetime) -> list[tuple[LoadedJob, datetime]]:
-        """The starts to try claiming again now (taken off: the loop puts back those that
-        fail again), in the order they fell due; those whose grace ran out are missed, and
-        those of a job removed from the file since are dropped."""
+    def due(
+        self, now: datetime, newer: Collection[str], pauses: Pauses
+    ) -> tuple[list[tuple[LoadedJob, datetime]], list[Missed]]:
+        """The starts to try claiming again now (taken off: those that fail again are put
+        back), in the order they fell due; and those missed: their grace ran out, or a
+        newer slot of their job starts at this wake (`newer`: never an older slot after a
+        newer one). Those of a job removed from the file since are dropped, those of a
+        job paused since passed over."""
+        missed: list[Missed] = []
         for name, item in list(self._items.items()):
-            if now > item.deadline:
+            if now > item.deadline or name in newer:
                 del self._items[name]
-                self._missed(item)
+                missed.append(self._missed(item))
         if self._retry_at is None or now < self._retry_at or not self._items:
-            return []
+            return [], missed
         starts = []
         for name, item in self._items.items():
             entry = self.schedule.entries.get(name)
-            if entry is not None:
+            if entry is not None and not pauses.pass_over(name, now):
                 starts.append((entry.job, item.slot))
         self._items = {}
         self._retry_at = None
-        return starts
+        return starts, missed
+
+    def tried(
+        self, starts: list[tuple[LoadedJob, datetime]], refused: Refused, now: datetime
+    ) -> None:
+        """The claims of `starts` were asked again: a database that did not answer is
+        tried again later, after a longer wait; one that answered starts the next
+        outage's backoff afresh."""
+        if any(refused.get((job.name, slot)) == "database" for job, slot in starts):
+            self.failed(now)
+        else:
+            self.answered()
 
     def failed(self, now: datetime) -> None:
         """A try failed again: wait longer before the next."""
@@ -103,9 +112,5 @@ class Unclaimed:
         """The database answered a claim: the next outage's backoff starts afresh."""
         self._delay = _FIRST
 
-    def forget(self, name: str) -> None:
-        """`name` was paused or replaced: its waiting start is not run (nor missed)."""
-        self._items.pop(name, None)
-
-    def _missed(self, item: _Waiting) -> None:
-        self.tell(item.job, missed_one(self.schedule, item.job.name, item.slot, "database"))
+    def _missed(self, item: _Waiting) -> Missed:
+        return item.job, self.schedule.missed(item.job.name, item.slot, "database")
