@@ -227,9 +227,14 @@ def run(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
 ) -> None:
     """Run the daemon in the foreground."""
     from crond import logs  # noqa: PLC0415  (see the imports above)
+    from crond.config import database  # noqa: PLC0415  (see the imports above)
     from crond.daemon import lifecycle as daemon  # noqa: PLC0415  (see the imports above)
 
     log = logs.configure(log_format, log_level)
+    if replica or os.environ.get(database.REPLICA_ENV):  # said once, as validate says it
+        written = database.written_database(file)
+        for said in database.replica_given_unused(written, replica, os.environ):
+            log.warning("config.warning", warning=said)
     options = daemon.Options(
         liveness_file=liveness_file,
         heartbeat=heartbeat,

@@ -68,7 +68,7 @@ class _AddressType(click.ParamType[str]):
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> str:
         try:
-            split_address(str(value))
+            split_address(str(value))  # the file's check: the same words for a mistake
         except AddressError as exc:
             self.fail(str(exc), param, ctx)
         return str(value)

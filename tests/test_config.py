@@ -305,6 +305,43 @@ BAD = [
         "by /bin/sh -c) or a list of strings (run directly)",
     ),
     (
+        "control_socket_off",  # quoting "off" would make a socket named off
+        "daemon:\n  control_socket: off\njobs:\n  a: {every: 1h, command: x}\n",
+        "s.yaml:2:19: daemon.control_socket: off (YAML reads it as false) is not a path: to "
+        "turn the socket off, write none",
+    ),
+    (
+        "control_socket_false",
+        "daemon:\n  control_socket: false\njobs:\n  a: {every: 1h, command: x}\n",
+        "s.yaml:2:19: daemon.control_socket: false is not a path: to turn the socket off, "
+        "write none",
+    ),
+    (
+        "control_socket_yes",
+        "daemon:\n  control_socket: yes\njobs:\n  a: {every: 1h, command: x}\n",
+        "s.yaml:2:19: daemon.control_socket: yes (YAML reads it as true) is not a path: the "
+        "socket is on by default (crond.sock in the state directory): leave the field out, or "
+        "give a path",
+    ),
+    (
+        "state_dir_off",
+        "daemon:\n  state_dir: off\njobs:\n  a: {every: 1h, command: x}\n",
+        "s.yaml:2:14: daemon.state_dir: off (YAML reads it as false) is not a directory: to "
+        "keep no state store, write none",
+    ),
+    (
+        "liveness_file_off",
+        "daemon:\n  liveness_file: off\njobs:\n  a: {every: 1h, command: x}\n",
+        "s.yaml:2:18: daemon.liveness_file: off (YAML reads it as false) is not a path: to "
+        "write no liveness file, leave the field out (none is written by default)",
+    ),
+    (
+        "metrics_off",
+        "daemon:\n  metrics: off\njobs:\n  a: {every: 1h, command: x}\n",
+        "s.yaml:2:12: daemon.metrics: off (YAML reads it as false) is not HOST:PORT: to serve "
+        "no metrics, leave the field out (they are off by default)",
+    ),
+    (
         "defaults_bad_duration",
         "defaults:\n  grace: soon\njobs:\n  a: {every: 1m, command: x}\n",
         's.yaml:2:10: defaults.grace: "soon" is not a duration',

@@ -74,14 +74,14 @@ BAD = [
     (
         "webhook_no_host",
         notifier(f"webhook: https:///{SECRET}\n"),
-        "s.yaml:3:14: notifiers.ops.webhook: <url> is not an http(s) URL with a host: it has "
-        "no host (write e.g. https://hooks.example.com/crond)",
+        "s.yaml:3:14: notifiers.ops.webhook: https:///… is not an http(s) URL with a host: "
+        "it has no host (write e.g. https://hooks.example.com/crond)",
     ),
     (
         "webhook_no_scheme",
         notifier(f"webhook: hooks.example.com/{SECRET}\n"),
-        "s.yaml:3:14: notifiers.ops.webhook: <url> is not an http(s) URL with a host: it has "
-        "no scheme (write e.g. https://hooks.example.com/crond)",
+        "s.yaml:3:14: notifiers.ops.webhook: hooks.example.com/… is not an http(s) URL with "
+        "a host: it has no scheme (write e.g. https://hooks.example.com/crond)",
     ),
     (
         "webhook_bad_port",
@@ -99,7 +99,8 @@ BAD = [
     (
         "ping_not_url",
         job(f"ping: hc-ping.com/{SECRET}\n"),
-        "s.yaml:7:11: jobs.a.ping: <url> is not an http(s) URL with a host: it has no scheme "
+        "s.yaml:7:11: jobs.a.ping: hc-ping.com/… is not an http(s) URL with a host: it has no "
+        "scheme "
         "(write e.g. https://hc-ping.com/YOUR-UUID)",
     ),
     (
@@ -171,7 +172,7 @@ BAD = [
     (
         "metrics_no_host",
         "daemon:\n  metrics: ':9464'\n" + JOB,
-        "s.yaml:2:12: daemon.metrics: ':9464' has no host; write HOST:PORT, e.g. "
+        "s.yaml:2:12: daemon.metrics: ':9464' has no host: write HOST:PORT, e.g. "
         "127.0.0.1:9464 (this host only) or 0.0.0.0:9464",
     ),
     (
@@ -182,7 +183,31 @@ BAD = [
     (
         "metrics_a_number",
         "daemon:\n  metrics: 9464\n" + JOB,
-        "s.yaml:2:12: daemon.metrics: 9464 is not HOST:PORT, e.g. 127.0.0.1:9464",
+        "s.yaml:2:12: daemon.metrics: 9464 has no host: write HOST:PORT, e.g. 127.0.0.1:9464 "
+        "(this host only) or 0.0.0.0:9464",
+    ),
+    (
+        "metrics_port_as_text",
+        "daemon:\n  metrics: '9100'\n" + JOB,
+        "s.yaml:2:12: daemon.metrics: '9100' has no host: write HOST:PORT, e.g. 127.0.0.1:9100 "
+        "(this host only) or 0.0.0.0:9100",
+    ),
+    (
+        "metrics_a_url",
+        "daemon:\n  metrics: http://127.0.0.1:9100/metrics\n" + JOB,
+        "s.yaml:2:12: daemon.metrics: 'http://127.0.0.1:9100/metrics': a URL is not HOST:PORT: "
+        "write 127.0.0.1:9100 (the paths are /metrics and /healthz)",
+    ),
+    (
+        "metrics_a_path",
+        "daemon:\n  metrics: localhost:9464/healthz\n" + JOB,
+        "s.yaml:2:12: daemon.metrics: 'localhost:9464/healthz': a path is not part of it: "
+        "write localhost:9464 (the paths are /metrics and /healthz)",
+    ),
+    (
+        "metrics_no_port",
+        "daemon:\n  metrics: localhost\n" + JOB,
+        "s.yaml:2:12: daemon.metrics: 'localhost' has no port: write localhost:9464",
     ),
     (
         "header_name",
@@ -239,7 +264,7 @@ BAD = [
     (
         "apprise_unusable",
         f"notifiers:\n  ops: {{apprise: 'nonsense://host.example.com/{SECRET}'}}\n" + JOB,
-        "s.yaml:2:18: notifiers.ops.apprise: nonsense://host.example.com/… is not a URL "
+        "s.yaml:2:18: notifiers.ops.apprise: nonsense://… is not a URL "
         "Apprise can use (see its list of services and their URLs: "
         "https://github.com/caronc/apprise/wiki)",
     ),
@@ -372,7 +397,7 @@ def test_names_are_expanded_into_the_specs_and_the_ping() -> None:
     assert shell.shown == "command exec"  # the first word that is not an assignment
     assert mail.kind == "apprise"
     assert mail.target == f"mailtos://crond:{SECRET}pw@smtp.example.com?to=ops@example.com"
-    assert mail.shown == "apprise mailtos://smtp.example.com/…"
+    assert mail.shown == "apprise mailtos://…"
     backup = cfg.jobs["backup"]
     assert backup.ping == f"https://hc-ping.com/{SECRET}-uuid"
     assert backup.settings.ping == "https://hc-ping.com/${PING_KEY}"  # as written
@@ -451,7 +476,7 @@ def test_a_url_with_an_unset_name_is_not_checked_until_it_is_set() -> None:
     assert [p.path for p in cfg.env_warnings] == ["notifiers.ops.webhook"]
     said = one(text, {"HOOK": f"ftp://hooks.example.com/{SECRET}"})
     assert said == (
-        "s.yaml:3:14: notifiers.ops.webhook: <url> (expanded from ${HOOK}) is not an "
+        "s.yaml:3:14: notifiers.ops.webhook: ${HOOK} is not an "
         "http(s) URL with a host: its scheme is not http or https (write e.g. "
         "https://hooks.example.com/crond)"
     )
@@ -554,7 +579,7 @@ def test_apprise_logs_nothing_while_crond_checks_a_url(
     if usable:
         loader.loads(text, environ={})
     else:
-        assert one(text).startswith("s.yaml:2:19: notifiers.mail.apprise: nonsense://smtp")
+        assert one(text).startswith("s.yaml:2:19: notifiers.mail.apprise: nonsense://… is")
     assert [r for r in caplog.records if r.name.startswith("apprise")] == []
     out, err = capsys.readouterr()
     assert (out, err) == ("", "")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from crond.config import loader
+from crond.config import database, loader
 from crond.config.model import Replicas
 from crond.config.problems import ConfigError, Problem
+from tests.e2e.harness import Crond
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "hunter2-S3CRET"  # a password: must never reach a message
@@ -57,19 +59,32 @@ def one(text: str, environ: dict[str, str] | None = None) -> str:
 GOOD_DATABASES = [
     "postgresql://crond@db.internal/crond",
     "postgres://db.internal:5433/crond?sslmode=require&application_name=crond",
-    f"postgresql://crond:{SECRET}@[::1]/crond",
+    "postgresql://crond@[::1]/crond?sslmode=verify-full&target_session_attrs=read-write",
+    "postgresql://crond:@db1:5432,db2/crond?connect_timeout=10",  # an empty password
     "postgresql:///crond?host=/run/postgresql",
-    "host=db.internal dbname=crond user=crond",
+    "host=db.internal dbname=crond user=crond port=5432,5433 sslmode=verify-ca",
+    "host=a,b port=,6432 target_session_attrs=prefer-standby connect_timeout=' 5'",
+]
+WITH_PASSWORD = [
+    f"postgresql://crond:{SECRET}@[::1]/crond",
     f"host = db.internal  password = '{SECRET} with spaces'",
 ]
+PASSWORD_WARNING = (
+    "s.yaml:2:13: daemon.database: the connection string holds a password, which belongs "
+    "outside the schedules file: put it in ~/.pgpass of the user crond runs as (mode 0600), "
+    'or PGPASSWORD in the unit\'s environment (docs/replicas.md, "Deploying")'
+)
 
 
-@pytest.mark.parametrize("url", GOOD_DATABASES)
+@pytest.mark.parametrize("url", GOOD_DATABASES + WITH_PASSWORD)
 def test_a_libpq_url_or_key_value_string_is_taken_as_written(url: str) -> None:
     text = daemon(f"database: {json.dumps(url)}\n")
-    cfg = loader.loads(text, "s.yaml", environ={})
-    assert cfg.daemon.database == url
-    assert cfg.env_warnings == []
+    for strict in (False, True):  # validate; run
+        cfg = loader.loads(text, "s.yaml", environ={}, strict=strict)
+        assert cfg.daemon.database == url
+        warned = [] if url in GOOD_DATABASES else [PASSWORD_WARNING]
+        assert [str(w) for w in cfg.env_warnings] == warned
+        assert all(SECRET not in str(w) for w in cfg.env_warnings)
 
 
 # (id, database as written in YAML, the one line crond must print, exactly). Each holds
@@ -151,6 +166,50 @@ BAD_DATABASES = [
         f'"host=h password={SECRET * 400}"',
         "s.yaml:2:13: daemon.database: a connection string of 5,616 characters is too long "
         "(at most 4,096) (the value is not shown, it may hold a password)",
+    ),
+    (
+        "sslmode_typo",
+        f'"postgresql://crond:{SECRET}@db.internal/crond?sslmode=verify_full"',
+        's.yaml:2:13: daemon.database: sslmode "verify_full" is not one of disable, allow, '
+        'prefer, require, verify-ca, verify-full (did you mean "verify-full"?)',
+    ),
+    (
+        "sslmode_key_value",
+        f'"host=db.internal password={SECRET} sslmode=Require"',
+        's.yaml:2:13: daemon.database: sslmode "Require" is not one of disable, allow, '
+        'prefer, require, verify-ca, verify-full (did you mean "require"?)',
+    ),
+    (
+        "target_session_attrs",
+        f'"postgresql://u:{SECRET}@h/db?target_session_attrs=readwrite"',
+        's.yaml:2:13: daemon.database: target_session_attrs "readwrite" is not one of any, '
+        'read-write, read-only, primary, standby, prefer-standby (did you mean "read-write"?)',
+    ),
+    (
+        "port_in_url",
+        f'"postgresql://u:{SECRET}@db.internal:5432x/crond"',
+        's.yaml:2:13: daemon.database: the port "5432x" is not a number from 1 to 65535',
+    ),
+    (
+        "second_port_in_url",
+        f'"postgresql://u:{SECRET}@db1:5432,db2:70000/crond"',
+        's.yaml:2:13: daemon.database: the port "70000" is not a number from 1 to 65535',
+    ),
+    (
+        "port_key_value",
+        f'"host=db.internal password={SECRET} port=abc"',
+        's.yaml:2:13: daemon.database: the port "abc" is not a number from 1 to 65535',
+    ),
+    (
+        "port_query",
+        f'"postgresql://u:{SECRET}@db.internal/crond?port=0"',
+        's.yaml:2:13: daemon.database: the port "0" is not a number from 1 to 65535',
+    ),
+    (
+        "connect_timeout",
+        f'"postgresql://u:{SECRET}@db.internal/crond?connect_timeout=10s"',
+        's.yaml:2:13: daemon.database: connect_timeout "10s" is not a whole number of '
+        "seconds (e.g. connect_timeout=10)",
     ),
     (
         "not_text",
@@ -367,6 +426,66 @@ def test_validate_prints_the_warnings_and_passes(tmp_path: Path) -> None:
     expected = [line.replace("s.yaml", str(path), 1) for line in UNUSED_LINES]
     assert done.stderr.splitlines() == [line.replace(": ", ": warning: ", 1) for line in expected]
     assert done.stdout == f"{path}: 2 jobs OK\n"
+
+
+def test_validate_checks_libpq_values_and_warns_of_a_password(tmp_path: Path) -> None:
+    url = f"postgresql://crond:{SECRET}@db.internal/crond"
+    typo = schedules(tmp_path, daemon(f"database: {url}?sslmode=verify_full\n"))
+    done = crond("validate", str(typo))
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0].startswith(f'{typo}:2:13: daemon.database: sslmode "ver')
+    warned = schedules(tmp_path, daemon(f"database: {url}\n"))
+    done = crond("validate", str(warned))
+    assert done.returncode == 0, done.stderr
+    warning = PASSWORD_WARNING.replace("s.yaml", str(warned), 1)
+    assert done.stderr.splitlines() == [warning.replace(": ", ": warning: ", 1)]
+    assert SECRET not in done.stdout + done.stderr
+
+
+def test_run_warns_once_of_a_replica_name_given_without_a_database(tmp_path: Path) -> None:
+    path = schedules(tmp_path, JOB)
+    env = {"CROND_REPLICA": "r8", "CROND_DATABASE_URL": ""}
+    daemon = Crond([str(path), "--replica", "r9", "--state-dir", str(tmp_path / "st")], env)
+    try:
+        daemon.wait_for("daemon.started")
+        daemon.signal(signal.SIGHUP)
+        daemon.wait_for("config.reloaded")
+    finally:
+        assert daemon.stop() == 0
+    warned = [e for e in daemon.events if e["event"] == "config.warning"]
+    assert [(e["level"], e["warning"]) for e in warned] == [
+        ("warning", f"--replica {UNUSED}"),
+        ("warning", f"CROND_REPLICA {UNUSED}"),
+    ]
+    assert daemon.names().index("config.warning") < daemon.names().index("daemon.started")
+
+
+REPLICA = "CROND_REPLICA"
+
+
+@pytest.mark.parametrize(
+    ("written", "flag", "environ", "said"),
+    [
+        (None, "r9", {}, ["--replica"]),
+        (None, None, {"CROND_REPLICA": "r8"}, [REPLICA]),
+        (None, "r9", {"CROND_REPLICA": "r8", "CROND_DATABASE_URL": ""}, ["--replica", REPLICA]),
+        ("host=h", "r9", {"CROND_REPLICA": "r8"}, []),
+        (None, "r9", {"CROND_DATABASE_URL": "host=h"}, []),
+        (None, None, {"CROND_REPLICA": ""}, []),
+    ],
+)  # fmt: skip
+def test_a_replica_name_given_outside_the_file_is_unused_without_a_database(
+    written: object, flag: str | None, environ: dict[str, str], said: list[str]
+) -> None:
+    found = database.replica_given_unused(written, flag, environ)
+    assert found == [f"{where} {UNUSED}" for where in said]
+
+
+def test_the_files_database_is_read_without_a_load(tmp_path: Path) -> None:
+    path = schedules(tmp_path, daemon("database: host=h\n"))
+    assert database.written_database(path) == "host=h"
+    assert database.written_database(schedules(tmp_path, JOB)) is None
+    assert database.written_database(tmp_path / "missing.yaml") is ...
 
 
 @pytest.mark.parametrize("command", [["validate"], ["run", "--state-dir", "none"]])

@@ -43,6 +43,9 @@ class Events:
         return [kw for name, kw in self.items if name == event]
 
 
+DONE = runner.RunResult(runner.Outcome.SUCCESS, 0, 0.0, 1)
+
+
 @dataclass(eq=False)
 class FakeRun:
     job: str
@@ -52,13 +55,13 @@ class FakeRun:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     stopped: bool = False
 
-    async def drive(self) -> object:
+    async def drive(self) -> runner.RunResult:
         await self.done.wait()
-        return None
+        return DONE
 
-    async def wait(self) -> object:
+    async def wait(self) -> runner.RunResult:
         await self.done.wait()
-        return None
+        return DONE
 
     def stop(self) -> None:
         self.stopped = True
@@ -81,7 +84,8 @@ class FakeEffects:
         self.prepare: Callable[[list[tuple[LoadedJob, datetime]], datetime], Any] | None = None
         self.dedupe: Callable[[list[tuple[str, datetime]]], Collection[Any]] | None = None
         self.on_resumed: Callable[[str, int], None] | None = None
-        self.launch: Callable[[LoadedJob, datetime, Gate | None], RunHandle] = self._launch
+        # (Any: a test may launch real runs through it too)
+        self.launch: Callable[[LoadedJob, datetime, Gate | None], Any] = self._launch
 
     def _launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> FakeRun:
         if gate is not None:  # as the runner does, just before its spawn
@@ -108,7 +112,7 @@ class FakeEffects:
     def run_started(self, job: LoadedJob, run: RunHandle) -> None:
         pass
 
-    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:
+    def run_ended(self, job: LoadedJob, run: RunHandle, result: runner.RunResult) -> None:
         pass
 
     def resumed(self, job: str, skipped: int) -> None:
@@ -122,7 +126,7 @@ class FakeEffects:
 @dataclass
 class Harness:
     clock: FakeClock
-    loop: Loop
+    loop: Loop[Any]
     events: Events
     runs: list[FakeRun]
     effects: FakeEffects
@@ -427,9 +431,10 @@ async def test_a_wake_prepares_all_its_starts_before_launching_any() -> None:
         launch = h.effects.launch
         h.effects.prepare = lambda starts, _at: order.append(sorted(job.name for job, _ in starts))
 
-        def logged(job: LoadedJob, slot: datetime, gate: Gate | None = None) -> RunHandle:
+        def logged(job: LoadedJob, slot: datetime, gate: Gate | None = None) -> FakeRun:
             order.append(job.name)
-            return launch(job, slot, gate)
+            run: FakeRun = launch(job, slot, gate)
+            return run
 
         h.effects.launch = logged
         await h.run_until(T0 + timedelta(minutes=1))

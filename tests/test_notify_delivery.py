@@ -4,11 +4,17 @@ notifier commands, Apprise's json:// (crond/notify/delivery.py and its senders).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +68,11 @@ async def delivering(
 
 
 def no_secret_logged(events: Events) -> None:
+    # (The host and port are not secret, and errors name them: the path and query may be.)
     text = events.text()
     assert SECRET not in text
     assert "/hook" not in text
-    assert "127.0.0.1" not in text
+    assert "u:" not in text
 
 
 def test_a_webhook_gets_the_body_and_headers_once() -> None:
@@ -198,8 +205,92 @@ def test_given_up_after_the_window_with_one_error_and_no_secret() -> None:
             "level": "error", "event": "notify.failed", "notifier": "hook", "job": "backup",
             "job_event": "failed", "error": "HTTP 500",
         }  # fmt: skip
-        assert by_name["gone"]["error"] == "ConnectError"
+        assert by_name["gone"]["error"] == f"connection refused (127.0.0.1:{down.port})"
         assert sorted(results) == [("gone", "failed"), ("hook", "failed")]
+        no_secret_logged(events)
+
+    go(main)
+
+
+def _self_signed(directory: Path) -> ssl.SSLContext:
+    """A server's TLS context with a certificate no client trusts (made by openssl)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl command to make a certificate with")
+    key, cert = directory / "key.pem", directory / "cert.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+         "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context
+
+
+@contextmanager
+def tls_server(context: ssl.SSLContext) -> Iterator[int]:
+    """A loopback port that answers every connection with a TLS handshake (and nothing
+    more): the other end of a webhook whose certificate does not verify."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    closing = threading.Event()
+
+    def serve() -> None:
+        while not closing.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn, contextlib.suppress(OSError):
+                conn.settimeout(5)
+                context.wrap_socket(conn, server_side=True).close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        closing.set()
+        thread.join(5)
+        listener.close()
+
+
+def test_a_failed_delivery_says_why_and_where_without_the_url(tmp_path: Path) -> None:
+    context = _self_signed(tmp_path)
+
+    async def main() -> None:
+        events = Events()
+        with (
+            NotifyServer(up=False) as down,
+            NotifyServer() as slow,
+            tls_server(context) as tls_port,
+        ):
+            slow.answer(delay=3)
+            specs = {
+                "refused": f"http://127.0.0.1:{down.port}/hook/{SECRET}?k={SECRET}",
+                "unknown": f"https://u:{SECRET}@crond-hooks.invalid/hook/{SECRET}",
+                "slow": f"{slow.url}/hook/{SECRET}",
+                "tls": f"https://localhost:{tls_port}/hook?token={SECRET}",
+            }
+            notifiers = {name: notifier(name, "webhook", url) for name, url in specs.items()}
+            tunables = {**QUICK, "window": 1.2, "try_timeout": 0.5}
+            async with delivering(notifiers, events=events, **tunables) as delivery:
+                for name in specs:
+                    delivery.put(item(name))
+                failed = await events.wait("notify.failed", len(specs))
+        expected = {
+            "refused": f"connection refused (127.0.0.1:{down.port})",
+            "unknown": "name not resolved (crond-hooks.invalid)",
+            "slow": f"timed out after 0.5s (127.0.0.1:{slow.port})",
+            "tls": "TLS: certificate verify failed: self-signed certificate (localhost)",
+        }
+        assert {f["notifier"]: f["error"] for f in failed} == expected
+        # Said at once, at warning level, in the same words (the slow one may have used
+        # up its window in its first try, on a loaded machine).
+        first = {e["notifier"]: e["error"] for e in events.named("notify.retry")}
+        assert first.items() <= expected.items()
+        assert {"refused", "unknown", "tls"} <= first.keys()
         no_secret_logged(events)
 
     go(main)

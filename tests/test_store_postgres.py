@@ -18,13 +18,14 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import parse_qs, quote, urlsplit, urlunsplit
 
 import psycopg
 import pytest
 
 from crond.store import base, schema_pg
 from crond.store import sqlite as state
+from crond.store.pg_conn import scrub
 from crond.store.postgres import PostgresStore
 from tests.test_state import _Log, _recorder, _run
 
@@ -536,6 +537,46 @@ def test_a_refused_login_names_neither_password_nor_database(pg_url: str) -> Non
     assert "s3cret-pw" not in message
     assert "no_such_db_here" not in message
     assert "does not exist" in message
+
+
+def test_the_role_is_cut_where_named_not_out_of_the_socket_directory(pg_url: str) -> None:
+    # The helper's socket directory is crond-pg-XXXX, and the docs' role is crond.
+    parts = urlsplit(pg_url)
+    socket_dir = parse_qs(parts.query)["host"][0]
+    assert Path(socket_dir).name.startswith("crond-pg-")
+    url = urlunsplit((parts.scheme, "crond:s3cret-pw@", parts.path, parts.query, ""))
+    with pytest.raises(base.StateError) as failed:
+        _replica(url, "r1")
+    message = str(failed.value)
+    assert message.startswith(f"postgresql://(socket {socket_dir})/… (cluster c): ")
+    assert f'on socket "{socket_dir}/.s.PGSQL.5432" failed' in message
+    assert 'role "…" does not exist' in message
+    assert "s3cret-pw" not in message
+
+
+def test_a_host_named_like_the_role_is_shown_whole() -> None:
+    url = "postgresql://crond:s3cret-pw@crond-db.invalid/crond"
+    with pytest.raises(base.StateError) as failed:
+        PostgresStore.open(url, cluster="c", replica="r", timeout=2)
+    message = str(failed.value)
+    assert message.startswith("postgresql://crond-db.invalid/… (cluster c): cannot connect")
+    assert "host 'crond-db.invalid'" in message
+    assert "s3cret-pw" not in message
+
+
+@pytest.mark.parametrize(
+    ("said", "shown"),
+    [
+        ('role "crond" does not exist', 'role "…" does not exist'),
+        ('database "jobs" does not exist', 'database "…" does not exist'),
+        ("permission denied for database jobs", "permission denied for database …"),
+        ('on socket "/run/crond-pg-1/.s.PGSQL.5432"', 'on socket "/run/crond-pg-1/.s.PGSQL.5432"'),
+        ("database jobs.x, jobs_2, jobs-3", "database jobs.x, jobs_2, jobs-3"),
+        ("the password s3cret-pw, anywhere: /x/s3cret-pw.d", "the password …, anywhere: /x/….d"),
+    ],
+)  # fmt: skip
+def test_scrub_cuts_names_where_named_and_the_password_everywhere(said: str, shown: str) -> None:
+    assert scrub(said, "postgresql://crond:s3cret-pw@db.internal/jobs") == shown
 
 
 def test_a_stuck_database_fails_the_write_within_the_timeout(pg_url: str) -> None:

@@ -2,6 +2,11 @@
 shared database's connection string, the cluster's and the replica's names, and which
 settings change nothing because no database is set.
 
+The connection string is checked as libpq will read it, values included: libpq reads
+`sslmode` or `port` only when it connects, so a typo would otherwise pass `validate` and
+fail every connection. A password written in it is taken, with a warning: it belongs in
+~/.pgpass or the environment (docs/replicas.md).
+
 `daemon.database` is a libpq connection string, and it may hold a password: no message
 here shows a key=value string at all, and a URL only as `secrets.show_url` shows it
 (`postgresql://db.internal/…`). libpq's own parse errors quote pieces of the string, so
@@ -13,12 +18,16 @@ only when a file sets a database, to check the string the way libpq will read it
 
 from __future__ import annotations
 
+import pathlib
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic_core import PydanticCustomError
 
+from crond import ownership
+from crond.config import yamlsource
+from crond.config.problems import close_matches
 from crond.config.secrets import show_url
 from crond.config.wording import quote
 
@@ -86,17 +95,20 @@ def check_database(written: object) -> object:
             "the connection string is neither a libpq URL nor a key=value string "
             f"{_NOT_SHOWN}: write one, {_EXAMPLES}"
         )
-    reason = _libpq_problem(written)
-    if reason is not None:
+    parsed = _conninfo(written)
+    if isinstance(parsed, str):
         what = f"{shown} is not a URL libpq can read" if is_url else f"{shown} is not valid"
         hidden = "" if is_url else f" {_NOT_SHOWN}"
-        raise _error(f"{what}: {reason}{hidden}")
+        raise _error(f"{what}: {parsed}{hidden}")
+    wrong = _value_problem(parsed)
+    if wrong is not None:
+        raise _error(wrong)
     return written
 
 
-def _libpq_problem(written: str) -> str | None:
-    """Why libpq cannot parse `written`, in crond's words; None when it can. Raises the
-    located error of the missing extra when psycopg cannot be imported."""
+def _conninfo(written: str) -> dict[str, Any] | str:
+    """libpq's parameters in `written`, or why libpq cannot parse it, in crond's words.
+    Raises the located error of the missing extra when psycopg cannot be imported."""
     try:
         # Here and nowhere else at load: psycopg is an optional extra, and a file without
         # a database must load without it (and without the time its import takes).
@@ -109,9 +121,43 @@ def _libpq_problem(written: str) -> str | None:
             "in its state directory)"
         ) from None
     try:
-        conninfo_to_dict(written)
+        return conninfo_to_dict(written)
     except (Error, UnicodeError, ValueError) as exc:
         return _reason(str(exc))
+
+
+# The parameters whose values libpq reads only when it connects (a typo there would be
+# a `database.unavailable` at every try, not an error at load): their choices, and the
+# numeric ones. Values of these are never secrets, so they are shown.
+_CHOICES = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "target_session_attrs": (
+        "any", "read-write", "read-only", "primary", "standby", "prefer-standby",
+    ),
+    "gssencmode": ("disable", "prefer", "require"),
+    "channel_binding": ("disable", "prefer", "require"),
+}  # fmt: skip
+_WHOLE_NUMBER = re.compile(r"\s*[+-]?[0-9]{1,9}\s*")
+
+
+def _value_problem(params: Mapping[str, Any]) -> str | None:
+    """What is wrong with the value of a parameter libpq would refuse when connecting."""
+    for key, choices in _CHOICES.items():
+        value = params.get(key)
+        if value is not None and value not in choices:
+            close = close_matches(str(value), list(choices), cutoff=0.6)
+            hint = f' (did you mean "{close[0]}"?)' if close else ""
+            return f"{key} {quote(str(value))} is not one of {', '.join(choices)}{hint}"
+    ports = params.get("port")
+    for port in str(ports).split(",") if ports is not None else []:
+        if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            return f"the port {quote(port)} is not a number from 1 to 65535"
+    timeout = params.get("connect_timeout")
+    if timeout is not None and not _WHOLE_NUMBER.fullmatch(str(timeout)):
+        return (
+            f"connect_timeout {quote(str(timeout))} is not a whole number of seconds "
+            "(e.g. connect_timeout=10)"
+        )
     return None
 
 
@@ -187,3 +233,55 @@ def _unused(field: str | int) -> str:
         f"{field} applies with daemon.database only (or {DATABASE_ENV} in crond's "
         "environment): without a database there is one daemon, and it changes nothing"
     )
+
+
+REPLICA_ENV = "CROND_REPLICA"
+
+
+def written_database(path: pathlib.Path) -> object:
+    """The file's `daemon.database` as written (None: none), read without the checks of a
+    load (those are `loader.load_file`'s); `...` when the file cannot be read or parsed."""
+    try:
+        text = ownership.read_schedules_file(path, enforce=False).decode("utf-8")
+    except (ownership.FileRefused, UnicodeDecodeError):
+        return ...
+    data = yamlsource.parse(text, keep=frozenset()).data
+    daemon = data.get("daemon") if isinstance(data, dict) else None
+    return daemon.get("database") if isinstance(daemon, dict) else None
+
+
+def replica_given_unused(
+    file_database: object, flag: str | None, environ: Mapping[str, str]
+) -> list[str]:
+    """What `crond run` warns of a replica's name given outside the file (`--replica`,
+    `CROND_REPLICA`) that changes nothing, no database being set (`file_database`: the
+    file's `daemon.database` as parsed): the words `crond validate` has for the file's
+    own `replica:`."""
+    if file_database is not None or environ.get(DATABASE_ENV):
+        return []
+    given = (("--replica", flag), (REPLICA_ENV, environ.get(REPLICA_ENV)))
+    return [_unused(where) for where, value in given if value]
+
+
+_IN_THE_FILE = (
+    "the connection string holds a password, which belongs outside the schedules file: put "
+    "it in ~/.pgpass of the user crond runs as (mode 0600), or PGPASSWORD in the unit's "
+    'environment (docs/replicas.md, "Deploying")'
+)
+
+
+def password_written(data: Mapping[Any, Any]) -> list[tuple[Path, str]]:
+    """(path, message) when the file's `daemon.database` holds a password (a warning: it
+    works, but the file is read by `validate`, kept in version control, copied to every
+    host). Read from the data as parsed: a wrong one is the model's to report."""
+    daemon = data.get("daemon")
+    written = daemon.get("database") if isinstance(daemon, dict) else None
+    if not isinstance(written, str) or len(written) > MAX_DATABASE or "\0" in written:
+        return []
+    try:
+        parsed = _conninfo(written)
+    except PydanticCustomError:  # no psycopg: the model reports it at this line
+        return []
+    if isinstance(parsed, str) or not parsed.get("password"):
+        return []
+    return [(("daemon", "database"), _IN_THE_FILE)]

@@ -136,8 +136,8 @@ _KEPT_PLACES = frozenset({"cron"})
 
 class _PlacesNeeded(Exception):  # noqa: N818  (a signal, not an error)
     """The first pass found something to report that is not an error (a `${NAME}` not
-    set, with strict=False; a replica setting without a database): the located pass
-    reports it with its place."""
+    set, with strict=False; a replica setting without a database; a password in the
+    database's URL): the located pass reports it with its place."""
 
 
 def loads(
@@ -223,9 +223,10 @@ def _validated(
         data.get("notifiers"), jobs, data.get("defaults"), context.environ
     )
     unused = database.without_database(data, jobs, context.environ)
-    if (unset or unused) and not located:
+    password = database.password_written(data)
+    if (unset or unused or password) and not located:
         raise _PlacesNeeded
-    unset_problems = _unset_problems(unset, source, filename)
+    unset_problems = _unset_problems(unset, source, filename, context.environ)
     if context.strict:
         problems += unset_problems
     if isinstance(jobs, dict):
@@ -254,15 +255,19 @@ def _validated(
         Problem.at(filename, source.locate(path, key=True), path, message)
         for path, message in itertools.islice(unused, MAX_PROBLEMS + 1)
     ]
+    unused_problems += [Problem.at(filename, source.locate(p), p, m) for p, m in password]
     warnings = capped([*([] if context.strict else unset_problems), *unused_problems], filename)
     return _loaded(config, source, filename, crons, environ=context.environ, env_warnings=warnings)
 
 
 def _unset_problems(
-    unset: list[tuple[yamlsource.Path, str]], source: yamlsource.Source, filename: str
+    unset: list[tuple[yamlsource.Path, str]],
+    source: yamlsource.Source,
+    filename: str,
+    environ: Mapping[str, str],
 ) -> list[Problem]:
     return [
-        Problem.at(filename, source.locate(path), path, notifiers.unset_message(name))
+        Problem.at(filename, source.locate(path), path, notifiers.unset_message(name, environ))
         for path, name in itertools.islice(unset, MAX_PROBLEMS + 1)
     ]
 

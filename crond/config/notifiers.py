@@ -5,7 +5,8 @@ These texts may take `${NAME}` from crond's environment (`secrets`): a check run
 the text as it will be used, expanded, and is skipped while a name is not set (the
 loader reports the name instead). The texts hold tokens and passwords, so no message
 here shows a header's value, an expanded value, or a URL's path, query or user info: a
-URL is shown as `secrets.show_url` shows the text written in the file.
+URL is shown as `secrets.show_url` shows the text written in the file, an Apprise URL
+as `secrets.show_apprise` does (its scheme only: some services' tokens are its host).
 
 Apprise is an optional extra (`crond[apprise]`), slow to import: it is imported only
 when a file has an `apprise:` notifier, and it logs the URLs it parses, secrets
@@ -22,13 +23,13 @@ import re
 import shlex
 import threading
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic_core import PydanticCustomError
 
-from crond.config.secrets import expand, references, show_url
+from crond.config.secrets import expand, references, show_apprise, show_url
 from crond.config.wording import escape, quote
 
 # RFC 9110's `token`: what a header's name may be.
@@ -49,14 +50,15 @@ def _expanded(written: str, environ: Mapping[str, str]) -> str | None:
     return None if missing else text
 
 
-def _described(written: str) -> str:
-    """How a message names a URL: as `show_url` shows what is written; with the names
-    it takes from the environment (their values are never shown)."""
-    names = references(written)
+def _described(written: str, show: Callable[[str], str] = show_url) -> str:
+    """How a message names a URL: as `show` shows what is written; with the names it
+    takes from the environment that this does not show (their values never are)."""
+    said = show(written)
+    names = [name for name in references(written) if "${" + name + "}" not in said]
     if not names:
-        return show_url(written)
+        return said
     expanded_from = ", ".join("${" + name + "}" for name in names[:5])
-    return f"{show_url(written)} (expanded from {expanded_from})"
+    return f"{said} (expanded from {expanded_from})"
 
 
 def url_problem(url: str) -> str | None:
@@ -169,8 +171,8 @@ def check_apprise(written: str, environ: Mapping[str, str]) -> str:
     if not usable:
         raise PydanticCustomError(
             "crond",
-            f"{_described(written)} is not a URL Apprise can use (see its list of services "
-            "and their URLs: https://github.com/caronc/apprise/wiki)",
+            f"{_described(written, show_apprise)} is not a URL Apprise can use (see its "
+            "list of services and their URLs: https://github.com/caronc/apprise/wiki)",
         )
     return written
 
@@ -201,11 +203,12 @@ def apprise_silenced() -> Iterator[None]:
 
 
 def shown(kind: str, written: str | list[str]) -> str:
-    """What may be shown of a notifier (logs, `crond status`): its kind and, of a URL,
-    `scheme://host/…`, of a command, the program's base name, from the text as written
-    (never an expanded value or an argument)."""
+    """What may be shown of a notifier (logs, `crond status`): its kind and, of a webhook,
+    `scheme://host/…`, of an Apprise URL, `scheme://…`, of a command, the program's base
+    name, from the text as written (never an expanded value or an argument)."""
     if isinstance(written, str) and kind != "command":
-        return f"{kind} {escape(show_url(written))}"
+        show = show_apprise if kind == "apprise" else show_url
+        return f"{kind} {escape(show(written))}"
     return f"command {program(written)}"
 
 
@@ -233,7 +236,7 @@ def unset_names(
     notifiers: object, jobs: object, defaults: object, environ: Mapping[str, str]
 ) -> list[tuple[Path, str]]:
     """(path, NAME) for each `${NAME}` the file's texts take from the environment that is
-    not set in `environ`: notifiers' URLs, headers and commands, and the `ping` of the
+    not set in `environ`, or set to "": notifiers' URLs, headers and commands, and the `ping` of the
     defaults and of each job that sets its own (`jobs`: as written, before defaults are
     merged). Read from the data as parsed: wrong shapes are the models' to report."""
     found: list[tuple[Path, str]] = []
@@ -272,7 +275,13 @@ def _notifier_texts(at: Path, notifier: dict[str, Any]) -> Iterator[tuple[Path, 
             yield (*at, "headers", header), value
 
 
-def unset_message(name: str) -> str:
+def unset_message(name: str, environ: Mapping[str, str]) -> str:
+    """What is said of a `${NAME}` that `expand` left as written: not set, or empty."""
+    if name in environ:  # set to "": taken for not set (see secrets)
+        return (
+            f"${{{name}}} is set but empty in crond's environment (give it its value before "
+            "crond starts: an empty secret is taken for one not set; $$ is a literal $)"
+        )
     return (
         f"${{{name}}} is not set in crond's environment (export it before crond starts; "
         "$$ is a literal $)"

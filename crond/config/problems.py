@@ -180,9 +180,49 @@ def _said(value: Any, written: str | None) -> str:
     return f"{written} (YAML reads it as {canonical})"
 
 
-def _unquoted(value: Any, written: str | None, hint: str | None) -> str:
+# The daemon's settings that a newcomer may switch with `off` or `false` (YAML's false):
+# what the field takes, and what to do to turn it off and to keep it on. Quoting `off`
+# would name a socket or a directory "off".
+_SWITCHES: dict[Path, tuple[str, str, str]] = {
+    ("daemon", "control_socket"): (
+        "a path",
+        "to turn the socket off, write none",
+        "the socket is on by default (crond.sock in the state directory): leave the field "
+        "out, or give a path",
+    ),
+    ("daemon", "state_dir"): (
+        "a directory",
+        "to keep no state store, write none",
+        "leave the field out for the default place, or give a directory",
+    ),
+    ("daemon", "liveness_file"): (
+        "a path",
+        "to write no liveness file, leave the field out (none is written by default)",
+        "give the file's path",
+    ),
+    ("daemon", "metrics"): (
+        "HOST:PORT",
+        "to serve no metrics, leave the field out (they are off by default)",
+        "give HOST:PORT, e.g. 127.0.0.1:9464",
+    ),
+}
+
+
+def _switched(value: bool, written: str | None, path: Path) -> str | None:
+    """For a daemon setting written as a switch (`off`, `true`): what to write instead."""
+    switch = _SWITCHES.get(path)
+    if switch is None:
+        return None
+    what, off, on = switch
+    return f"{_said(value, written)} is not {what}: {on if value else off}"
+
+
+def _unquoted(value: Any, written: str | None, hint: str | None, path: Path = ()) -> str:
     """Where text was wanted: what was written, and how to keep it as text."""
     said = _said(value, written)
+    switched = _switched(value, written, path) if isinstance(value, bool) else None
+    if switched is not None:
+        return switched
     if hint is not None:
         return f"{said} is not {hint}"
     if written == "":
@@ -204,7 +244,7 @@ def _message(  # noqa: PLR0911
         kind == "string_type" and (value is None or isinstance(value, bool))
     ):
         hint = _FIELD_HINTS.get(field) if path and path[-1] == field else None
-        return path, _unquoted(value, written, hint), False
+        return path, _unquoted(value, written, hint, path), False
     if kind == "crond":
         return path, err["msg"], False
     if kind in ("crond_field", "crond_at"):

@@ -143,10 +143,12 @@ class Daemon(FrozenModel):
     def _names(cls, value: object, info: ValidationInfo) -> object:
         return check_name(value, str(info.field_name))
 
-    @field_validator("metrics")
+    @field_validator("metrics", mode="before")
     @classmethod
-    def _metrics(cls, value: str | None) -> str | None:
-        if value is not None:
+    def _metrics(cls, value: object) -> object:
+        # Before the type check: `metrics: 9464` (a number) is told what `--metrics 9464`
+        # is told, that it has no host. Other kinds are the type check's.
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
             try:
                 split_address(value)
             except AddressError as exc:

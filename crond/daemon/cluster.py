@@ -95,7 +95,7 @@ class Cluster:
         *,
         log: FilteringBoundLogger,
         clock: Clock,
-        loop: Loop,
+        loop: Loop[runner.Run],
         recorder: StoreRecorder,
         on_paused: Callable[[str, bool], None] | None = None,
     ) -> None:
@@ -245,7 +245,6 @@ class Cluster:
 
     def _kill(self, target: str, by: str, replica: str) -> None:
         for run in self.loop.kill(target):
-            assert isinstance(run, runner.Run)
             self.log.warning(
                 "job.kill_requested", job=run.job, run_id=run.run_id, by=_by(by),
                 via=replica,

@@ -55,7 +55,7 @@ class Steering:
         *,
         log: FilteringBoundLogger,
         clock: Clock,
-        loop: Loop,
+        loop: Loop[runner.Run],
         recorder: StoreRecorder,
         on_paused: Callable[[str, bool], None] | None = None,
         cluster: Cluster | None = None,
@@ -145,8 +145,7 @@ class Steering:
             mine["replica"] = self.cluster.replica
         return mine
 
-    def _run_row(self, run: object) -> dict[str, Any]:
-        assert isinstance(run, runner.Run)
+    def _run_row(self, run: runner.Run) -> dict[str, Any]:
         started = run.slot + timedelta(milliseconds=max(0.0, run.lag_ms))
         elapsed = (self.clock.now() - started).total_seconds()
         return {
@@ -169,7 +168,6 @@ class Steering:
             if became is None:
                 raise ControlError("refused", f"{name}'s triggered run was stopped before it began")
             started = became
-        assert isinstance(started, runner.Run)
         run = started
         self.log.info("job.triggered", job=name, run_id=run.run_id, by=caller.by())
         if not wait:
@@ -210,7 +208,6 @@ class Steering:
             self._known([target])
         stopped: list[dict[str, Any]] = []
         for run in runs:
-            assert isinstance(run, runner.Run)
             self.log.warning("job.kill_requested", job=run.job, run_id=run.run_id, by=caller.by())
             stopped.append({"job": run.job, "run_id": run.run_id, "pid": run.pid})
         if self.cluster is None:

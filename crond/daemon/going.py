@@ -8,19 +8,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic
 
 from crond.config.loaded import LoadedJob
-from crond.daemon.runs import Counts, Effects, Gate, Pending, RunHandle
+from crond.daemon.runs import Counts, Effects, Gate, Pending, R
 
 
-class Going:
+class Going(Generic[R]):
     """The runs going, by job. `ended` is called after each run's end (the loop wakes)."""
 
-    def __init__(self, effects: Effects, ended: Callable[[], None]) -> None:
+    def __init__(self, effects: Effects[R], ended: Callable[[], None]) -> None:
         self.effects = effects
         self.ended = ended
-        self.by_job: dict[str, list[RunHandle]] = {}
+        self.by_job: dict[str, list[R]] = {}
         self.counts = Counts(self.by_job)  # how many of each job: the core reads these
         self.idle = asyncio.Event()  # set while no run is going
         self.idle.set()
@@ -29,17 +29,17 @@ class Going:
     def count(self) -> int:
         return sum(len(runs) for runs in self.by_job.values())
 
-    def all(self) -> list[RunHandle]:
+    def all(self) -> list[R]:
         return [run for runs in self.by_job.values() for run in runs]
 
-    def start(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> RunHandle:
+    def start(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> R:
         run = self.effects.launch(job, slot, gate)  # spawned now; the rest is a task of ours
         self.by_job.setdefault(job.name, []).append(run)
         self.idle.clear()
         self.own(self._drive(job, run))
         return run
 
-    def kill(self, target: str) -> list[RunHandle]:
+    def kill(self, target: str) -> list[R]:
         """Stop the runs of job `target`, or the run whose run_id is `target`, as a
         timeout does (outcome killed, no retry): those runs; [] when none is going."""
         runs = self.by_job.get(target)
@@ -48,7 +48,7 @@ class Going:
             run.stop()
         return chosen
 
-    def stop(self, name: str) -> list[RunHandle]:
+    def stop(self, name: str) -> list[R]:
         """Stop `name`'s runs (to be replaced): those runs."""
         old = list(self.by_job.get(name, ()))
         for run in old:
@@ -58,8 +58,8 @@ class Going:
     def replace(
         self,
         name: str,
-        pending: Pending | None,
-        then: Callable[[], RunHandle | None],
+        pending: Pending[R] | None,
+        then: Callable[[], R | None],
         *,
         stopping: Callable[[], bool],
     ) -> None:
@@ -71,9 +71,9 @@ class Going:
     async def _then(
         self,
         name: str,
-        old: list[RunHandle],
-        pending: Pending | None,
-        then: Callable[[], RunHandle | None],
+        old: list[R],
+        pending: Pending[R] | None,
+        then: Callable[[], R | None],
         stopping: Callable[[], bool],
     ) -> None:
         new = None
@@ -85,14 +85,14 @@ class Going:
                 pending.settle(new)
 
     async def _replaced(
-        self, name: str, old: list[RunHandle], pending: Pending | None, stopping: Callable[[], bool]
+        self, name: str, old: list[R], pending: Pending[R] | None, stopping: Callable[[], bool]
     ) -> bool:
         """Wait until the stopped runs `old` of `name` have all ended: whether their
         replacement may start now (not if the daemon is stopping, or the pending run was
         cancelled). Another replacement may have started meanwhile (two triggers, or a
         trigger and a scheduled slot, waiting on the same runs): it is stopped in turn, so
         one run of the job goes at a time, the newest."""
-        ended: list[RunHandle] = []
+        ended: list[R] = []
         while old:
             await asyncio.gather(*(run.wait() for run in old))
             ended += old
@@ -103,7 +103,7 @@ class Going:
                 run.stop()
         return True
 
-    async def _drive(self, job: LoadedJob, run: RunHandle) -> None:
+    async def _drive(self, job: LoadedJob, run: R) -> None:
         """A run's work, then its place given up (also when cancelled); the daemon is told
         of its start (here: after the wake's spawn pass) and its end."""
         try:

@@ -23,6 +23,7 @@ from crond.daemon import liveness
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.systemd import Systemd
+from crond.run import runner
 from crond.store.base import ReplicaTaken
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ class Heartbeat:
 
     def __init__(
         self,
-        loop: Loop,
+        loop: Loop[runner.Run],
         recorder: StoreRecorder,
         notifier: Systemd,
         log: FilteringBoundLogger,

@@ -37,7 +37,7 @@ from crond.daemon import taken as socket_taken
 from crond.daemon.cluster import Cluster, database_url, given_problems, replica_name
 from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
-from crond.daemon.loop import Gate, Loop, RunHandle
+from crond.daemon.loop import Gate, Loop
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.systemd import Systemd
 from crond.daemon.telling import Telling
@@ -120,7 +120,9 @@ class Daemon:
         self.recorder = StoreRecorder(opener, log.bind(**self.named), clock, replica=replica)
         # The daemon is the loop's Effects: what the loop does goes through the methods
         # of "the loop's Effects" below, to the parts made here.
-        self.loop = Loop(clock=clock, log=log, effects=self, heartbeat=cfg.daemon.heartbeat)
+        self.loop: Loop[runner.Run] = Loop(
+            clock=clock, log=log, effects=self, heartbeat=cfg.daemon.heartbeat
+        )
         self.heartbeat = Heartbeat(self.loop, self.recorder, self.notifier, log, self._publish)
         self.heartbeat.on_taken = self._taken
         self._status = 0  # crond run's exit status after a stop
@@ -214,10 +216,10 @@ class Daemon:
     def decided(self, job: LoadedJob, decision: Decision) -> None:
         self.telling.decided(job, decision)
 
-    def run_started(self, job: LoadedJob, run: RunHandle) -> None:
+    def run_started(self, job: LoadedJob, run: runner.Run) -> None:
         self.telling.run_started(job, run)
 
-    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:
+    def run_ended(self, job: LoadedJob, run: runner.Run, result: runner.RunResult) -> None:
         self.telling.run_ended(job, run, result)
 
     def resumed(self, job: str, skipped: int) -> None:

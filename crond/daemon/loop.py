@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Generic
 
 from structlog.typing import FilteringBoundLogger
 
@@ -20,7 +21,7 @@ from crond.clock import Clock, iso_utc, sleep_until_woken
 from crond.config.loaded import LoadedJob
 from crond.daemon import events
 from crond.daemon.going import Going
-from crond.daemon.runs import Effects, Gate, Pending, RunHandle
+from crond.daemon.runs import Effects, Gate, Pending, R, RunHandle
 from crond.schedule.actions import NO_CLAIMS, Action, Queued, Replace, Resumed, Start, Tell
 from crond.schedule.core import TRIGGER_REFUSED, Core
 from crond.schedule.heap import ConfigDiff
@@ -28,16 +29,16 @@ from crond.schedule.heap import ConfigDiff
 __all__ = ["ConfigDiff", "Effects", "Gate", "Loop", "Pending", "RunHandle"]
 
 
-class Loop:
+class Loop(Generic[R]):
     def __init__(
-        self, *, clock: Clock, log: FilteringBoundLogger, effects: Effects, heartbeat: timedelta
+        self, *, clock: Clock, log: FilteringBoundLogger, effects: Effects[R], heartbeat: timedelta
     ) -> None:
         self.clock = clock
         self.log = log
         self.effects = effects
         self.heartbeat = heartbeat  # the daemon sets it at each load
         self.core = Core()
-        self.going = Going(effects, self._ended)
+        self.going: Going[R] = Going(effects, self._ended)
         self.running = self.going.by_job  # the runs going, by job
         self.idle = self.going.idle  # set while no run is going
         self._soon: list[tuple[LoadedJob, datetime, Gate | None]] = []
@@ -71,7 +72,7 @@ class Loop:
         self._wake.set()
         return skipped
 
-    def trigger(self, name: str) -> RunHandle | str:
+    def trigger(self, name: str) -> R | Pending[R] | str:
         """Start a run of `name` now, as a scheduled one would start (`Core.trigger`), or
         say in one sentence why not. With `overlap: replace` and runs going, those are
         stopped and a `Pending` is returned."""
@@ -84,7 +85,7 @@ class Loop:
         *first, last = actions
         self._carry_out(first)
         if isinstance(last, Replace):
-            pending = Pending(name)
+            pending: Pending[R] = Pending(name)
             self._replace(last.job, last.slot, pending)
             return pending
         assert isinstance(last, Start)
@@ -93,7 +94,7 @@ class Loop:
             return TRIGGER_REFUSED[reason].format(name=name)
         return self.going.start(last.job, now)
 
-    def kill(self, target: str) -> list[RunHandle]:
+    def kill(self, target: str) -> list[R]:
         """Stop the runs of job `target`, or the run `target` (crond/daemon/going.py)."""
         return self.going.kill(target)
 
@@ -182,12 +183,12 @@ class Loop:
         events.log_decision(self.log, tell.job, tell.decision)
         self.effects.decided(tell.job, tell.decision)
 
-    def _replace(self, job: LoadedJob, slot: datetime, pending: Pending | None = None) -> None:
+    def _replace(self, job: LoadedJob, slot: datetime, pending: Pending[R] | None = None) -> None:
         """Stop `job`'s runs now; once they have ended, claim and start `slot`."""
         then = lambda: self._claimed(job, slot)  # noqa: E731  (read where it is passed)
         self.going.replace(job.name, pending, then, stopping=lambda: self._stopping)
 
-    def _claimed(self, job: LoadedJob, slot: datetime) -> RunHandle | None:
+    def _claimed(self, job: LoadedJob, slot: datetime) -> R | None:
         """`job` started for `slot` now if its claim is not refused (else as refused)."""
         now = self.clock.now()
         reason = self.effects.claim([(job, slot)], [], now).refused.get((job.name, slot))

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from crond.config.loaded import LoadedJob
+from crond.run.attempt import RunResult
 from crond.schedule.actions import Claims, Key
 from crond.schedule.rules import Decision, Entry
 
@@ -24,11 +25,11 @@ class RunHandle(Protocol):
 
     run_id: str
 
-    async def drive(self) -> object:
+    async def drive(self) -> RunResult:
         """The run's work, to its end: the loop awaits it once, in a task of its own."""
         ...
 
-    async def wait(self) -> object:
+    async def wait(self) -> RunResult:
         """The run's end, for others: cancelling the waiter does not cancel the run."""
         ...
 
@@ -42,11 +43,15 @@ class RunHandle(Protocol):
 Gate = Callable[[], None]
 
 
-class Effects(Protocol):
+# The loop's runs are of one kind: the daemon's are crond.run.runner.Run, the tests' stand-ins.
+R = TypeVar("R", bound=RunHandle)
+
+
+class Effects(Protocol[R]):
     """What the loop does to the world; the daemon's (crond/daemon/lifecycle.py). Each is
     called from the loop's turn: quick, and never raising for a failure of the world."""
 
-    def launch(self, job: LoadedJob, slot: datetime, gate: Gate | None) -> RunHandle:
+    def launch(self, job: LoadedJob, slot: datetime, gate: Gate | None) -> R:
         """Spawn a run of `job` for `slot` now (passing `gate` just before the spawn)."""
 
     def claim(
@@ -61,10 +66,10 @@ class Effects(Protocol):
     def decided(self, job: LoadedJob, decision: Decision) -> None:
         """A slot's decision, after its events are logged (missed, skipped, paused, ...)."""
 
-    def run_started(self, job: LoadedJob, run: RunHandle) -> None:
+    def run_started(self, job: LoadedJob, run: R) -> None:
         """A run is going: on the loop's turn after its spawn pass, not inside it."""
 
-    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:
+    def run_ended(self, job: LoadedJob, run: R, result: RunResult) -> None:
         """A run has ended (its retries spent): `result` is what its `drive()` returned."""
 
     def resumed(self, job: str, skipped: int) -> None:
@@ -74,26 +79,23 @@ class Effects(Protocol):
         """A wake moved these entries' next fires (and these cursors, no run started)."""
 
 
-class Pending:
+class Pending(Generic[R]):
     """A triggered run of an `overlap: replace` job with runs going: those are stopped
-    first, and the run starts once they have all ended. A RunHandle: `run_id` is "" until
-    then; `started()` says which run it became (None: none, the daemon stopped first, or
-    the pending run was stopped); `stop()`/`kill()` before that cancel it."""
+    first, and the run starts once they have all ended. `run_id` is "" until then;
+    `started()` says which run it became (None: none, the daemon stopped first, or the
+    pending run was stopped); `stop()`/`kill()` before that cancel it."""
 
     def __init__(self, job: str) -> None:
         self.job = job
         self.run_id = ""
-        self.run: RunHandle | None = None
+        self.run: R | None = None
         self.cancelled = False
-        self._started: asyncio.Future[RunHandle | None] = asyncio.get_running_loop().create_future()
+        self._started: asyncio.Future[R | None] = asyncio.get_running_loop().create_future()
 
-    async def started(self) -> RunHandle | None:
+    async def started(self) -> R | None:
         return await asyncio.shield(self._started)
 
-    async def drive(self) -> object:
-        raise RuntimeError("a pending run is started and driven by the loop")
-
-    async def wait(self) -> object:
+    async def wait(self) -> RunResult | None:
         run = await self.started()
         return None if run is None else await run.wait()
 
@@ -107,7 +109,7 @@ class Pending:
         if self.run is not None:
             self.run.kill()
 
-    def settle(self, run: RunHandle | None) -> None:
+    def settle(self, run: R | None) -> None:
         """The loop's: the run it became (None: it never started)."""
         if not self._started.done():
             self.run = run
@@ -118,7 +120,7 @@ class Pending:
 class Counts(Mapping[str, int]):
     """How many runs of each job are going, read from the loop's `running` (no copy)."""
 
-    def __init__(self, running: dict[str, list[RunHandle]]) -> None:
+    def __init__(self, running: Mapping[str, Sequence[RunHandle]]) -> None:
         self._running = running
 
     def __getitem__(self, name: str) -> int:

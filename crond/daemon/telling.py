@@ -25,7 +25,7 @@ from crond.clock import Clock
 from crond.config.address import split_address
 from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.daemon.heartbeat import Heartbeat
-from crond.daemon.loop import Loop, RunHandle
+from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
 from crond.run import runner
 from crond.schedule.rules import Decision
@@ -50,7 +50,7 @@ class Telling:
         *,
         log: FilteringBoundLogger,
         clock: Clock,
-        loop: Loop,
+        loop: Loop[runner.Run],
         recorder: StoreRecorder,
         heartbeat: Heartbeat,
     ) -> None:
@@ -208,8 +208,7 @@ class Telling:
         if self.delivery is not None:
             self.delivery.keep()
 
-    def run_started(self, job: LoadedJob, run: RunHandle) -> None:
-        assert isinstance(run, runner.Run)
+    def run_started(self, job: LoadedJob, run: runner.Run) -> None:
         if self.teller is not None:
             self.teller.started(job, run.run_id, run.slot, 1)
         if self.metrics is not None:
@@ -235,8 +234,7 @@ class Telling:
         )
         self._keep()
 
-    def run_ended(self, job: LoadedJob, run: RunHandle, result: object) -> None:
-        assert isinstance(result, runner.RunResult)
+    def run_ended(self, job: LoadedJob, run: runner.Run, result: runner.RunResult) -> None:
         self.recorder.run_ended(run.run_id)
         if self.metrics is not None:
             now = self.clock.now().timestamp()

@@ -1,8 +1,9 @@
 """How a try to deliver fails: `SendError`, whose message is safe to log.
 
 The message never holds a URL, a header or a command (any of them may carry a secret):
-only what kind of failure it was (an exception's type name, an HTTP status, an exit
-status). `retry` says whether trying again could help.
+only what kind of failure it was, in words (an HTTP status, `connection refused`, an
+exit status), and for a webhook or a ping the endpoint's host and port, which are not
+secret (crond/notify/webhook.py). `retry` says whether trying again could help.
 """
 
 from __future__ import annotations

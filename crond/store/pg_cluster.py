@@ -25,8 +25,7 @@ import psycopg
 from crond import __version__
 from crond.store.base import AttemptRow, KillRow, Poll, ReplicaTaken
 from crond.store.files import boot_id
-from crond.store.pg_conn import PAUSES, attempt_of, pause_of, text, utc
-from crond.store.pg_read import Reads
+from crond.store.pg_conn import PAUSES, Connection, attempt_of, pause_of, text, utc
 
 # Kill requests are for runs going on now: a replica polls every second, so an hour old
 # one has been seen by every replica alive.
@@ -90,13 +89,13 @@ _LAST_KILL = (
 )
 
 
-class ClusterRows(Reads):
-    """What a replica does with the others of its cluster (base.Replicated's own part)."""
+class ClusterRows(Connection):
+    """What a replica does with the others of its cluster (base.Replicated's own part):
+    one of the three parts of crond.store.postgres.PostgresStore, beside its reads
+    (pg_read.py) and its runs (pg_write.py), all over one Connection (pg_conn.py)."""
 
-    def __init__(self, url: str, *, cluster: str, replica: str, timeout: float) -> None:
-        super().__init__(url, cluster=cluster, replica=replica, timeout=timeout)
-        self._started = datetime.now(UTC)
-        self._digest: str | None = None  # of the file last published: the heartbeat's
+    _started: datetime  # when this replica's store was opened (its heartbeat row says)
+    _digest: str | None  # of the file last published: the heartbeat's
 
     @property
     def replica(self) -> str:

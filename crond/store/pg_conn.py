@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -185,23 +186,41 @@ def pause_of(row: Sequence[Any]) -> PauseRow:
     return PauseRow(str(row[0]), utc(row[1]), until, row[3], str(row[4]))
 
 
+# Cut out wherever they appear: the secrets proper.
+_SECRET_KEYS = ("password", "passfile", "sslpassword")
+# Cut out only where libpq or the server names them ("role "crond" does not exist",
+# `permission denied for database crond`): a role called crond must not cut a socket's
+# directory `crond-pg-1a2b` or a host `crond-db.internal` into pieces.
+_NAME_KEYS = ("user", "dbname", "service")
+
+
 def scrub(message: str, url: str) -> str:
-    """A message from libpq or the server with the URL and its parts that may be secret
-    (password, user, database, a conninfo's whole text) cut out; its first line, bounded."""
-    secrets = {url}
+    """A message from libpq or the server, its first line, bounded, with the secrets of
+    `url` cut out: the URL itself (a conninfo's whole text), the password (and the
+    password file's path) wherever they appear; the role, database and service names
+    where the message quotes or names them, never inside a host name or a path."""
     try:
         parts = conninfo_to_dict(url)
     except psycopg.Error:
         parts = {}
-    for key in ("password", "user", "dbname", "passfile", "sslpassword", "service"):
-        value = parts.get(key)
-        if value:
-            secrets.add(str(value))
     lines = message.strip().splitlines()
     line = lines[0] if lines else ""
+    secrets = {url, *(str(parts[key]) for key in _SECRET_KEYS if parts.get(key))}
     for secret in sorted(secrets, key=len, reverse=True):
         if len(secret) >= 2:  # one character would cut up every word
             line = line.replace(secret, "…")
+    for key in _NAME_KEYS:
+        name = parts.get(key)
+        if name:
+            line = _named(str(name)).sub("…", line)
     if len(line) > _MAX_MESSAGE:
         line = line[:_MAX_MESSAGE] + "…"
     return line
+
+
+def _named(name: str) -> re.Pattern[str]:
+    """`name` where a message names it: in double quotes, or as the word after
+    "database", "role" or "user"."""
+    word = re.escape(name)
+    after = "|".join(rf"(?<=\b{said} )" for said in ("database", "role", "user"))
+    return re.compile(rf'(?<="){word}(?=")|(?:{after}){word}(?![\w-]|\.\w)')

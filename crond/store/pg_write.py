@@ -15,8 +15,8 @@ import psycopg
 
 from crond.clock import iso_utc
 from crond.store.base import BUSY, AttemptRow, Claim, Claimed, Start
-from crond.store.pg_cluster import CLOSE_LOST, ClusterRows
-from crond.store.pg_conn import attempt_of, utc
+from crond.store.pg_cluster import CLOSE_LOST
+from crond.store.pg_conn import Connection, attempt_of, utc
 
 # One claim, and the attempt it records when it wins, in one statement: the attempt's
 # insert selects from the claim's, so a claim another replica holds records nothing.
@@ -53,7 +53,7 @@ ON CONFLICT (cluster, job) DO UPDATE SET last_id = excluded.last_id, run_id = ex
 """
 
 
-class Runs(ClusterRows):
+class Runs(Connection):
     """A replica's runs recorded: base.Store's writes of attempts and cursors."""
 
     history: int  # the attempts kept a job (PostgresStore's)

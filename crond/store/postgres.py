@@ -28,7 +28,9 @@ from typing import Any
 
 from crond.store import schema_pg
 from crond.store.base import OutboxRow, PauseRow, StateError, ViewRow
+from crond.store.pg_cluster import ClusterRows
 from crond.store.pg_conn import text
+from crond.store.pg_read import Reads
 from crond.store.pg_write import Runs
 
 __all__ = ["CLAIM_KEEP", "PostgresStore"]
@@ -45,9 +47,12 @@ _VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_
 _READER = ""
 
 
-class PostgresStore(Runs):
+class PostgresStore(Runs, ClusterRows, Reads):
     """The store of one replica of a cluster, in a PostgreSQL database (base.Store,
     base.Replicated), or a cluster read by `crond status` (`reader`: base.ClusterReader).
+    Its parts, each over the one Connection of pg_conn.py: Runs (pg_write.py: starts,
+    claims, ends), ClusterRows (pg_cluster.py: heartbeats, lost replicas, kill requests),
+    Reads (pg_read.py: status and history); the outbox, pauses and view are here.
     Not thread-safe: use it from one thread (the event loop's)."""
 
     def __init__(
@@ -62,6 +67,8 @@ class PostgresStore(Runs):
     ) -> None:
         """Use `open` or `reader`: this makes no connection."""
         super().__init__(url, cluster=cluster, replica=replica, timeout=timeout)
+        self._started = datetime.now(UTC)
+        self._digest = None
         self.history = history
         self.claim_keep = claim_keep
         self.moved_aside: str | None = None  # a database is never moved aside

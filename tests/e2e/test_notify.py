@@ -295,6 +295,29 @@ def test_an_unset_secret_stops_run_and_a_reload_keeps_the_old_file(
         daemon.stop()
 
 
+def test_an_empty_secret_is_taken_for_an_unset_one(tmp_path: Path, crond: list[Crond]) -> None:
+    # An EnvironmentFile's `HC_UUID=` line left empty: not a ping to the bare base URL.
+    empty = "is set but empty in crond's environment"
+    with NotifyServer() as server:
+        f, _ = failing_job_file(tmp_path, server.url)
+        refused = run_cli("run", str(f), "--state-dir", "none", env={**ENV, "PING_KEY": ""})
+        assert refused.returncode == 1
+        assert f"s.yaml:11:11: jobs.flaky.ping: ${{PING_KEY}} {empty}" in refused.stderr
+        warned = run_cli("validate", str(f), env={**ENV, "HOOK_TOKEN": ""})
+        assert warned.returncode == 0, warned.stderr
+        assert f"${{HOOK_TOKEN}} {empty}" in warned.stdout + warned.stderr
+        daemon = start(crond, [str(f), "--state-dir", "none"], {**ENV, "EMPTY": ""})
+        daemon.wait_for("daemon.started")
+        f.write_text(f.read_text().replace("${HOOK_TOKEN}", "${EMPTY}"))
+        daemon.signal(signal.SIGHUP)
+        failed = daemon.wait_for("config.reload_failed")
+        assert f"${{EMPTY}} {empty}" in " ".join(failed["errors"])
+        daemon.wait_for("job.started")  # the old jobs go on
+        daemon.stop()
+    sent = [r.headers.get("authorization") for r in server.requests("/hook")]
+    assert set(sent) <= {f"Bearer {SECRET}"}  # the old file's, never "Bearer "
+
+
 def test_a_run_lost_to_kill_9_is_told_and_pinged_as_failed_after_the_restart(
     tmp_path: Path, crond: list[Crond]
 ) -> None:
