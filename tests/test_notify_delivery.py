@@ -91,7 +91,7 @@ def test_a_webhook_gets_the_body_and_headers_once() -> None:
         assert request.headers["authorization"] == f"Bearer {SECRET}"
         assert request.headers["content-type"] == "application/json"
         assert request.json()["text"] == "backup failed #0"
-        assert sent == [{"level": "debug", "event": "notify.sent", "notifier": "hook",
+        assert sent == [{"level": "info", "event": "notify.sent", "notifier": "hook",
                          "job": "backup", "job_event": "failed", "tries": 1}]  # fmt: skip
         assert results == [("hook", "sent")]
         no_secret_logged(events)
@@ -392,6 +392,29 @@ def test_pings_start_success_and_fail_with_rid_and_tail() -> None:
              "backup lost on web-1: its daemon died during the run"),
         ]  # fmt: skip
         assert {e["notifier"] for e in events.named("notify.sent")} == {"ping"}
+        assert {e["level"] for e in events.named("notify.sent")} == {"debug"}  # 2 a run
+        no_secret_logged(events)
+
+    go(main)
+
+
+def test_a_ping_that_needed_retries_says_so_at_info() -> None:
+    async def main() -> None:
+        events = Events()
+        with NotifyServer(up=False) as server:
+            pinged = job(ping=f"{server.url}/ping/{SECRET}")
+            delivery = Delivery(events.log, outbox=None, **QUICK)
+            teller = Teller(delivery, clock=SystemClock(), memory=None, host="web-1")
+            teller.configure({}, {"backup": pinged})
+            task = asyncio.create_task(delivery.run())
+            teller.started(pinged, "0190-run-1", SystemClock().now(), 1)
+            (retry,) = await events.wait("notify.retry")
+            server.up()
+            (sent,) = await events.wait("notify.sent")
+            await delivery.aclose(1)
+            await task
+        assert (retry["level"], sent["level"], sent["notifier"]) == ("warning", "info", "ping")
+        assert sent["tries"] >= 2
         no_secret_logged(events)
 
     go(main)

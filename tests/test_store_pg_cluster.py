@@ -1,7 +1,7 @@
 """The PostgreSQL store's cluster side against a real server (tests/pg/): one live process
 a replica name (raced by two real processes), the reader that writes nothing, the
-database's clock, the replicas and their open runs, kill requests and their poll, and the
-upgrade of a schema 1 database to the kill requests' schema.
+database's clock, the replicas and their open runs, kill requests and their poll, who
+resumed a pause, and the upgrades of schema 1 and 2 databases.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from crond.store.postgres import PostgresStore
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 ALICE = '{"uid": 1000, "user": "alice", "pid": 4242}'
+BOB = '{"uid": 1001, "user": "bob", "pid": 4343}'
 
 # A replica in a process of its own: it says `ready`, waits for `go`, opens the store as
 # web-1 of billing, says `ok` or `taken <message>`, and (when it won) holds the name until
@@ -269,19 +270,55 @@ def test_a_reader_reads_and_writes_nothing(pg_url: str) -> None:
 # --- the schema's upgrade ------------------------------------------------------------------
 
 
-def test_a_schema_1_database_is_upgraded_to_keep_kill_requests(pg_url: str) -> None:
-    kills = set(schema_pg.UPGRADES[1])
-    with psycopg.connect(pg_url) as conn:
+def _old_schema(url: str, version: int) -> None:
+    """The tables as a crond of schema `version` made them."""
+    later = {s for v in range(version, schema_pg.SCHEMA_VERSION) for s in schema_pg.UPGRADES[v]}
+    with psycopg.connect(url) as conn:
         for statement in schema_pg.TABLES:
-            if statement not in kills:
+            if statement not in later:
                 conn.execute(statement)
-        conn.execute("INSERT INTO crond_schema (version) VALUES (1)")
+        conn.execute("INSERT INTO crond_schema (version) VALUES (%s)", (version,))
         conn.execute("INSERT INTO crond_meta (cluster, key, value) VALUES ('c', 'kept', 'yes')")
-    assert "crond_kills" not in _tables(pg_url)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_database_is_upgraded_to_keep_kills_and_resumes(pg_url: str, version: int) -> None:
+    _old_schema(pg_url, version)
+    assert "crond_resumes" not in _tables(pg_url)
+    assert ("crond_kills" in _tables(pg_url)) == (version == 2)
     store = PostgresStore.open(pg_url, cluster="c", replica="r1")
-    assert _sql(pg_url, "SELECT version FROM crond_schema") == [(2,)]
+    assert _sql(pg_url, "SELECT version FROM crond_schema") == [(3,)]
     assert store.get_meta("kept") == "yes"
     kill = store.request_kill("a", ALICE, T0)
     assert [k.id for k in store.poll(0).kills] == [kill]
+    store.set_pause(base.PauseRow("a", T0, None, None, ALICE))
+    store.resume("a", BOB, T0 + timedelta(minutes=1))
+    assert store.resumed_by("a", T0) == BOB
     store.check_in_place()
     store.close()
+
+
+# --- who resumed --------------------------------------------------------------------------
+
+
+def test_a_resume_ends_the_pause_and_says_who_to_the_others(pg_url: str) -> None:
+    r1 = PostgresStore.open(pg_url, cluster="c", replica="r1")
+    r2 = PostgresStore.open(pg_url, cluster="c", replica="r2")
+    r1.set_pause(base.PauseRow("a", T0, None, None, ALICE))
+    r2.resume("a", BOB, T0 + timedelta(minutes=1))
+    assert r1.poll(0).pauses == {}
+    assert r1.resumed_by("a", T0) == BOB
+    assert r1.resumed_by("a", T0 + timedelta(seconds=1)) is None  # a later pause's: not it
+    r2.resume("b", BOB, T0)  # not paused: nothing kept
+    assert r1.resumed_by("b", T0 - timedelta(days=1)) is None
+    # Paused again and resumed by another between two polls: the last resume says.
+    r1.set_pause(base.PauseRow("a", T0 + timedelta(minutes=2), None, None, ALICE))
+    r1.resume("a", ALICE, T0 + timedelta(minutes=3))
+    assert r2.resumed_by("a", T0) == ALICE
+    far = PostgresStore.open(pg_url, cluster="far", replica="r1")
+    assert far.resumed_by("a", T0) is None  # another cluster's
+    _sql(pg_url, "UPDATE crond_resumes SET resumed = now() - interval '2 hours'")
+    r1.checkpoint()  # an hour old: pruned
+    assert r2.resumed_by("a", T0) is None
+    for store in (r1, r2, far):
+        store.close()

@@ -223,7 +223,7 @@ class Cluster:
             if ended or (name in mine and mine[name] == row.until):
                 continue
             self.loop.pause(name, row.until)
-            self.log.info(
+            self.log.warning(  # as the replica that was asked logs it
                 "job.paused", job=name, until=None if row.until is None else iso_utc(row.until),
                 note=row.note, by=_by(row.by), via="cluster",
             )  # fmt: skip
@@ -232,9 +232,16 @@ class Cluster:
             if name not in rows and name in self._pauses:
                 skipped = self.loop.resume(name)
                 if skipped is not None:
-                    self.log.info("job.resumed", job=name, by=None, skipped=skipped, via="cluster")
+                    by = self._resumed_by(name, self._pauses[name].since)
+                    self.log.info("job.resumed", job=name, by=by, skipped=skipped, via="cluster")
                     self._tell(name, False)
         self._pauses = rows
+
+    def _resumed_by(self, name: str, since: datetime) -> object:
+        """Who resumed the pause of `name` that began at `since` (None: no resume kept
+        says, as for a pause cleared when it ran out)."""
+        text = self._store(lambda store: store.resumed_by(name, since))
+        return None if text is None else _by(text)
 
     def _kill(self, target: str, by: str, replica: str) -> None:
         for run in self.loop.kill(target):

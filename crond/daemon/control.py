@@ -19,7 +19,7 @@ import os
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from structlog.typing import FilteringBoundLogger
 
@@ -31,7 +31,7 @@ from crond.daemon.cluster import Cluster
 from crond.daemon.loop import Loop, Pending
 from crond.daemon.recorder import StoreRecorder
 from crond.run import runner
-from crond.store.base import PauseRow, Store
+from crond.store.base import PauseRow, Replicated, Store
 
 # A pause's until: an instant crond can store and show (a pause for longer than that is
 # one `until resumed`).
@@ -243,8 +243,9 @@ class Steering:
 
     def _resume(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
         names = list(self.loop.core.pauses.listing()) if args.get("all") else self._names(args)
-        if self.cluster is not None:
-            self._cluster_write(lambda store: _each(store.clear_pause, names), "resume")
+        if self.cluster is not None:  # with who asked: the other replicas log it too
+            row_by = json.dumps(caller.by(), separators=(",", ":"))
+            self._cluster_write(_resume_each(names, row_by, self.clock.now()), "resume")
         resumed = []
         for name in names:
             skipped = self.loop.resume(name)
@@ -316,6 +317,18 @@ def _each(write: Callable[[T], None], items: Iterable[T]) -> bool:
     for item in items:
         write(item)
     return True
+
+
+def _resume_each(names: list[str], by: str, now: datetime) -> Callable[[Store], bool]:
+    """A resume's write to the cluster's store: each job's pause ended, and who asked
+    kept for the other replicas' `job.resumed`; True when done."""
+
+    def write(store: Store) -> bool:
+        for name in names:
+            cast(Replicated, store).resume(name, by, now)
+        return True
+
+    return write
 
 
 def _instant(value: object) -> datetime | None:

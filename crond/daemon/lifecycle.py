@@ -33,6 +33,7 @@ from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.config.model import Overlap, Replicas
 from crond.control.server import socket_path
 from crond.daemon import reaper
+from crond.daemon import taken as socket_taken
 from crond.daemon.cluster import Cluster, database_url, given_problems, replica_name
 from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
@@ -108,11 +109,15 @@ class Daemon:
         }
         replica = None if url is None else replica_name(options.replica, cfg)
         opener: Callable[[bool], Store] | None
+        # Which replica of which cluster this is: in daemon.started and in the store's
+        # events (database.*), so that a log shared by replicas tells them apart.
+        self.named: dict[str, str] = {}
         if url is not None and replica is not None:  # replicas share the database's state
             opener = _cluster_opener(url, cfg, replica)
+            self.named = {"replica": replica, "cluster": cfg.daemon.cluster}
         else:
             opener = None if state_dir is None else _opener(state_dir)
-        self.recorder = StoreRecorder(opener, log, clock, replica=replica)
+        self.recorder = StoreRecorder(opener, log.bind(**self.named), clock, replica=replica)
         # The daemon is the loop's Effects: what the loop does goes through the methods
         # of "the loop's Effects" below, to the parts made here.
         self.loop: Loop[runner.Run] = Loop(
@@ -353,6 +358,7 @@ class Daemon:
                     jobs=len(self.cfg.jobs),
                     version=__version__,
                     tzdata=tzdata_version(),
+                    **self.named,
                 )
                 await self.telling.start(tasks, self._metrics_address(self.cfg))
                 self.telling.reloaded(True)
@@ -405,6 +411,12 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
     if refusal is not None:  # as root, a directory others can write into: refused
         print(refusal, file=sys.stderr)
         log.error("state.refused", path=str(state_dir), error=refusal)
+        return 1
+    control = socket_path(cfg, options.state_dir)
+    taken = socket_taken.refusal(control)
+    if taken is not None:  # before the store: a replica registers no name then
+        print(f"crond: {taken[0]}", file=sys.stderr)
+        log.error("control.taken", path=str(control), pid=taken[1], error=taken[0])
         return 1
     return asyncio.run(Daemon(path, cfg, options, log, SystemClock(), digest=digest).serve())
 

@@ -14,7 +14,8 @@ once delivered or given up.
 - Tries: each is bounded (`try_timeout`); a failed one is tried again after a backoff
   (`first_retry`, doubling, at most `max_retry`) until `window` after the item was made,
   then given up with one `notify.failed` (error level). What cannot succeed (a 4xx, a URL
-  httpx refuses) is given up at once. `notify.sent` (debug) says it was delivered.
+  httpx refuses) is given up at once. `notify.sent` says it was delivered (info; debug
+  for a ping delivered at its first try).
 - Where an item goes is looked up when it is tried, in the notifiers and pings of the
   latest `configure()`: the outbox keeps no URL (secrets), and a reload that removes a
   notifier drops what waits for it (`notify.stale`, debug).
@@ -359,7 +360,11 @@ class Delivery:
             self.log.debug("notify.stale", notifier=_name(item), job=item.job, job_event=item.event)
             self._forget_later(entry)
         elif error is None:
-            self.log.debug(
+            # Seen at the default level (docs/alerting.md): a notifier's message, and a
+            # ping that needed retries (its first failure was a warning); a ping at its
+            # first try is debug, as every run sends two.
+            quiet = item.kind == "ping" and entry.tries == 1
+            (self.log.debug if quiet else self.log.info)(
                 "notify.sent",
                 notifier=_name(item),
                 job=item.job,

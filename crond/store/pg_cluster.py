@@ -1,6 +1,6 @@
 """The PostgreSQL store's cluster side: a replica's name registered (and refused while
-another live process holds it), its heartbeat, the runs of dead replicas closed, and the
-kill requests every replica polls for.
+another live process holds it), its heartbeat, the runs of dead replicas closed, the
+kill requests every replica polls for, and who resumed a pause (the others log it).
 
 **One name, one live process.** Two replicas of one name would close each other's runs as
 `lost` and share their claims of `replicas: all` copies. At open, a replica inserts its
@@ -72,6 +72,17 @@ _KILLS = (
     "SELECT id, target, who, replica, requested FROM crond_kills WHERE cluster = %s "
     "AND id > %s ORDER BY cluster, id LIMIT %s"
 )
+# A resume: the pause deleted and who ended it kept, in one statement (none kept when the
+# job was not paused).
+_RESUME = """
+WITH ended AS (
+    DELETE FROM crond_pauses WHERE cluster = %(cluster)s AND job = %(job)s RETURNING since
+)
+INSERT INTO crond_resumes (cluster, job, since, who, resumed)
+SELECT %(cluster)s, %(job)s, since, %(who)s, %(now)s FROM ended
+ON CONFLICT (cluster, job) DO UPDATE SET since = excluded.since, who = excluded.who,
+    resumed = excluded.resumed
+"""
 _LAST_KILL = (
     "SELECT coalesce((SELECT id FROM crond_kills WHERE cluster = %s "
     "ORDER BY cluster DESC, id DESC LIMIT 1), 0)"
@@ -176,10 +187,28 @@ class ClusterRows(Connection):
             )
         )
 
+    def resume(self, job: str, by: str, now: datetime) -> None:
+        with self._transaction() as cur:
+            cur.execute(_RESUME, {"cluster": self.cluster, "job": job, "who": text(by), "now": now})
+
+    def resumed_by(self, job: str, since: datetime) -> str | None:
+        """Who ended the job's pause that began at `since`, or a later pause of it (paused
+        and resumed again between two polls: the last resume's); None when none did
+        (the pause ran out, or its resume is older than an hour)."""
+        rows = self._all(
+            "SELECT who FROM crond_resumes WHERE cluster = %s AND job = %s AND since >= %s",
+            (self.cluster, job, since),
+        )
+        return str(rows[0][0]) if rows else None
+
     def _prune_kills(self, cur: psycopg.Cursor[Any]) -> None:
+        """Kill requests and resumes an hour old: every live replica has polled them."""
+        before = datetime.now(UTC) - KILL_KEEP
         cur.execute(
-            "DELETE FROM crond_kills WHERE cluster = %s AND requested < %s",
-            (self.cluster, datetime.now(UTC) - KILL_KEEP),
+            "DELETE FROM crond_kills WHERE cluster = %s AND requested < %s", (self.cluster, before)
+        )
+        cur.execute(
+            "DELETE FROM crond_resumes WHERE cluster = %s AND resumed < %s", (self.cluster, before)
         )
 
 

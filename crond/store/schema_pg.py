@@ -18,7 +18,7 @@ from typing import Any
 
 from crond.store.base import StateError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Kill requests (`crond kill` reaching every replica): new in schema 2.
 _KILLS = (
     """CREATE TABLE IF NOT EXISTS crond_kills (
@@ -32,8 +32,20 @@ _KILLS = (
     # The poll's index: the requests after the last one seen, and the newest id.
     "CREATE INDEX IF NOT EXISTS crond_kills_cluster ON crond_kills (cluster, id)",
 )
+# Who ended each job's last pause (`crond resume` through one replica, logged with its
+# `by` by the others): new in schema 3. One row a job, replaced by the next resume.
+_RESUMES = (
+    """CREATE TABLE IF NOT EXISTS crond_resumes (
+        cluster text NOT NULL,
+        job text NOT NULL,
+        since timestamptz NOT NULL,  -- the `since` of the pause it ended
+        who text NOT NULL,  -- JSON text: who asked
+        resumed timestamptz NOT NULL,
+        PRIMARY KEY (cluster, job)
+    )""",
+)
 # version -> the statements that bring it to version + 1.
-UPGRADES: dict[int, tuple[str, ...]] = {1: _KILLS}
+UPGRADES: dict[int, tuple[str, ...]] = {1: _KILLS, 2: _RESUMES}
 # The transaction-scoped advisory lock the creation and upgrades run under (any constant
 # of our own: "crond" in ASCII). Only the migration takes it; claims never do.
 MIGRATION_LOCK = 0x63726F6E64
@@ -161,6 +173,7 @@ TABLES = (
         PRIMARY KEY (cluster, name)
     )""",
     *_KILLS,
+    *_RESUMES,
 )
 
 

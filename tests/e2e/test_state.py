@@ -354,7 +354,13 @@ def test_a_second_daemon_on_the_same_store_leaves_the_first_alone(
 ) -> None:
     state = tmp_path / "state"
     a = write(tmp_path / "a.yaml", "jobs:\n  long: {every: 1s, command: sleep 3}\n")
-    b = write(tmp_path / "b.yaml", "jobs:\n  boot: {cron: '@reboot', command: 'true'}\n")
+    # A socket of its own: one on the first's (the directory's) would refuse it at start
+    # (tests/e2e/test_socket_taken.py).
+    b = write(
+        tmp_path / "b.yaml",
+        f"daemon: {{control_socket: {tmp_path / 'b.sock'}}}\n"
+        "jobs:\n  boot: {cron: '@reboot', command: 'true'}\n",
+    )
     first = start(crond, str(a), "--state-dir", str(state))
     run = first.wait_for("job.started", lambda e: e["job"] == "long")
     live = tmp_path / "live.json"

@@ -19,13 +19,14 @@ quits, and the next `start()` removes directories whose owner is gone.
 
 As a script, `python -m tests.pg.server [COMMAND...]` starts a server, runs COMMAND with
 DATABASE_URL and the PG* variables pointing at it, and stops it; with no command it
-prints the URL and waits for Ctrl-C. `--which` prints the binaries' directory (status 2
-and the reason when there are none: .ci/run then installs them).
+prints the URL and waits for Ctrl-C. `--halt DIR` and `--restart DIR` ask the script
+serving DIR to halt and restart its server (an outage, by hand); `--which` prints the
+binaries' directory (status 2 and the reason when there are none: .ci/run then
+installs them). tests/pg/command.py is the command line.
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import os
 import pwd
@@ -38,7 +39,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
@@ -333,61 +334,7 @@ def _wait_ready(server: Server, log: Path, timeout: float) -> None:
         time.sleep(0.02)
 
 
-def _which() -> int:
-    try:
-        print(find_bindir())
-    except UnavailableError as exc:
-        print(f"tests.pg.server: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.pg.server",
-        description="Start a private PostgreSQL, run COMMAND against it (DATABASE_URL, "
-        "PGHOST, ...), then stop it and remove its files. Without COMMAND: print the URL "
-        "and wait for Ctrl-C or SIGTERM.",
-    )
-    parser.add_argument(
-        "--which", action="store_true", help="only print the server binaries' directory"
-    )
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run")
-    args = parser.parse_args(argv)
-    if args.which:
-        return _which()
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    began = time.monotonic()
-    try:
-        server = start()
-    except UnavailableError as exc:
-        print(f"tests.pg.server: {exc}", file=sys.stderr)
-        return 2
-    try:
-        print(server.url(), flush=True)
-        print(f"started in {time.monotonic() - began:.2f}s", file=sys.stderr, flush=True)
-        command = args.command[1:] if args.command[:1] == ["--"] else args.command
-        if not command:
-            while True:
-                signal.pause()
-        env = {
-            **os.environ,
-            "DATABASE_URL": server.url(),
-            "PGHOST": str(server.directory),
-            "PGPORT": str(server.port),
-            "PGUSER": SUPERUSER,
-            "PGDATABASE": "postgres",
-        }
-        return subprocess.run(command, env=env, check=False).returncode
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        server.stop()
-
-
 if __name__ == "__main__":
+    from tests.pg.command import main  # the command line, a module of its own
+
     sys.exit(main())
