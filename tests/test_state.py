@@ -22,7 +22,7 @@ from crond import status
 from crond.clock import SystemClock, iso_utc
 from crond.config import loader
 from crond.config.loaded import LoadedJob
-from crond.daemon.recorder import StoreRecorder
+from crond.daemon.recorder import FAILED, StoreRecorder
 from crond.run import runner
 from crond.store import base, files, locate, schema
 from crond.store import sqlite as state
@@ -958,3 +958,21 @@ def test_status_finds_the_state_dir_in_the_daemon_block_with_the_bounded_reader(
     began = time.monotonic()
     assert hint(bomb.encode()) is None  # refused, not expanded
     assert time.monotonic() - began < 2
+
+
+def test_the_recorder_tells_a_failure_from_a_result_of_none(tmp_path: Path) -> None:
+    """`write` answers FAILED when nothing was done (no store, or it failed), and a None
+    the store gave as a result (a mark not set) as None."""
+    log = _Log()
+    store = state.SqliteStore(tmp_path)
+    recorder = _recorder(store, log)
+    assert recorder.write(lambda s: s.get_meta("never set")) is None
+
+    def refuse(_: base.Store) -> None:
+        raise base.StateError("disk full")
+
+    assert recorder.write(refuse) is FAILED
+    assert [name for name, _ in log.events][-1] == "state.write_failed"
+    none = StoreRecorder(None, cast(FilteringBoundLogger, _Log()), SystemClock())
+    assert none.write(lambda s: s.get_meta("x")) is FAILED
+    recorder.close()

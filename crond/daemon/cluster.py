@@ -18,28 +18,29 @@ Every query goes through the recorder, so the database's absence is its business
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from structlog.typing import FilteringBoundLogger
 
 from crond import __version__
 from crond.clock import Clock, iso_utc
 from crond.daemon.loop import Loop
-from crond.daemon.recorder import StoreRecorder
+from crond.daemon.recorder import FAILED, Failed, StoreRecorder
 from crond.run import runner
 from crond.store.base import AttemptRow, PauseRow, Replicated
 
 if TYPE_CHECKING:
     from crond.config.loaded import LoadedConfig
 
-POLL_EVERY = 1.0  # seconds: kill and pause reach every replica within two
+POLL_EVERY = timedelta(seconds=1)  # kill and pause reach every replica within two
 SKEW_LIMIT = timedelta(seconds=1)
+
+T = TypeVar("T")
 
 
 def database_url(cfg: LoadedConfig, environ: Mapping[str, str] | None = None) -> str | None:
@@ -117,8 +118,8 @@ class Cluster:
         self.timeout = cfg.daemon.replica_timeout
         self.digest = digest
 
-    def _store(self, write: Callable[[Replicated], Any]) -> Any:
-        """One query of the cluster's store through the recorder: its result, or None."""
+    def _store(self, write: Callable[[Replicated], T]) -> T | Failed:
+        """One query of the cluster's store through the recorder: its result, or FAILED."""
         return self.recorder.write(lambda store: write(cast(Replicated, store)), force=True)
 
     # --- once a heartbeat ----------------------------------------------------------------
@@ -130,11 +131,11 @@ class Cluster:
         theirs = self._store(lambda store: store.beat(now))
         if isinstance(theirs, datetime):
             self._clock(now, theirs, self.clock.monotonic() - sent)
-        lost = self._store(lambda store: store.close_dead(now, self.timeout)) or []
-        for row in lost:
+        lost = self._store(lambda store: store.close_dead(now, self.timeout))
+        for row in [] if lost is FAILED else lost:
             self._lost(row)
         replicas = self._store(lambda store: store.replicas())
-        if replicas is not None:
+        if replicas is not FAILED:
             self._compare(replicas, now)
 
     def _clock(self, ours: datetime, theirs: datetime, round_trip: float) -> None:
@@ -192,7 +193,7 @@ class Cluster:
 
     async def poll_forever(self) -> None:
         while True:
-            await asyncio.sleep(POLL_EVERY)
+            await self.clock.sleep_until(self.clock.now() + POLL_EVERY)
             self.poll()
 
     def poll(self) -> None:
@@ -203,7 +204,7 @@ class Cluster:
         found = self.recorder.write(
             lambda store: cast(Replicated, store).poll(after or 0)
         )  # not forced: while the database is away, tried once per backoff
-        if found is None:
+        if found is FAILED:
             return
         self._sync_pauses(found.pauses)
         for kill in found.kills:
@@ -237,11 +238,16 @@ class Cluster:
                     self._tell(name, False)
         self._pauses = rows
 
+    def _open_runs(self) -> list[AttemptRow]:
+        """The cluster's unfinished attempts; none known when the database did not answer."""
+        runs = self._store(lambda store: store.open_runs())
+        return [] if runs is FAILED else runs
+
     def _resumed_by(self, name: str, since: datetime) -> object:
         """Who resumed the pause of `name` that began at `since` (None: no resume kept
         says, as for a pause cleared when it ran out)."""
         text = self._store(lambda store: store.resumed_by(name, since))
-        return None if text is None else _by(text)
+        return None if text is None or text is FAILED else _by(text)
 
     def _kill(self, target: str, by: str, replica: str) -> None:
         for run in self.loop.kill(target):
@@ -261,7 +267,7 @@ class Cluster:
         it names (as the database has them), each with its replica."""
         text = json.dumps(by, separators=(",", ":"))
         now = self.clock.now()
-        runs = self._store(lambda store: store.open_runs()) or []
+        runs = self._open_runs()
         theirs = [r for r in runs if r.replica != self.replica and target in (r.job, r.run_id)]
         if theirs:
             self._store(lambda store: store.request_kill(target, text, now))
@@ -270,7 +276,7 @@ class Cluster:
     def other_runs(self) -> list[dict[str, Any]]:
         """The runs going on the other replicas, as `crond ps` shows them."""
         now = self.clock.now()
-        runs = self._store(lambda store: store.open_runs()) or []
+        runs = self._open_runs()
         return [
             {
                 "job": r.job,

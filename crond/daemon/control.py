@@ -29,7 +29,7 @@ from crond.control.protocol import ControlError, ok
 from crond.control.server import Caller, ControlServer, Send
 from crond.daemon.cluster import Cluster
 from crond.daemon.loop import Loop, Pending
-from crond.daemon.recorder import StoreRecorder
+from crond.daemon.recorder import FAILED, StoreRecorder
 from crond.run import runner
 from crond.store.base import PauseRow, Replicated, Store
 
@@ -99,7 +99,8 @@ class Steering:
     def restore(self) -> None:
         """The pauses kept in the store, applied before the first wake; those that ran out
         while no daemon ran are ended now (`job.resumed`, by null)."""
-        rows = self.recorder.write(lambda store: store.pauses()) or {}
+        got = self.recorder.write(lambda store: store.pauses())
+        rows = {} if got is FAILED else got
         now = self.clock.now()
         for name, row in rows.items():
             if row.until is not None and row.until <= now:
@@ -267,11 +268,11 @@ class Steering:
 
     # --- helpers ------------------------------------------------------------------------
 
-    def _cluster_write(self, write: Callable[[Store], bool], what: str) -> None:
+    def _cluster_write(self, write: Callable[[Store], None], what: str) -> None:
         """A pause or resume of the whole cluster: written to its database first, or
         refused (a replica that held or freed the job alone would be undone by the others,
         or by the database, when it answers again)."""
-        if self.recorder.write(write) is None:
+        if self.recorder.write(write) is FAILED:
             raise ControlError("refused", DATABASE_AWAY.format(what=what))
 
     def _clear(self, name: str) -> None:
@@ -312,21 +313,19 @@ async def _next_line(
     return None
 
 
-def _each(write: Callable[[T], None], items: Iterable[T]) -> bool:
-    """`write` each of `items` (in the store's one transaction each); True when done."""
+def _each(write: Callable[[T], None], items: Iterable[T]) -> None:
+    """`write` each of `items` (in the store's one transaction each)."""
     for item in items:
         write(item)
-    return True
 
 
-def _resume_each(names: list[str], by: str, now: datetime) -> Callable[[Store], bool]:
+def _resume_each(names: list[str], by: str, now: datetime) -> Callable[[Store], None]:
     """A resume's write to the cluster's store: each job's pause ended, and who asked
-    kept for the other replicas' `job.resumed`; True when done."""
+    kept for the other replicas' `job.resumed`."""
 
-    def write(store: Store) -> bool:
+    def write(store: Store) -> None:
         for name in names:
             cast(Replicated, store).resume(name, by, now)
-        return True
 
     return write
 

@@ -22,12 +22,13 @@ takes (crond/store/base.py). docs/state.md has the table of failures and what th
 
 from __future__ import annotations
 
+import enum
 import functools
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from crond.clock import Clock, iso_utc
 from crond.schedule.actions import Claims, Refusal
@@ -44,6 +45,15 @@ _UNWRITTEN = 10_000  # ends of runs kept while the database is away
 _BACKOFF_FIRST, _BACKOFF_LONGEST = 0.5, 5.0
 # Opens the store: `aside` says it is known to be damaged (crond.store.locate.open_store).
 Opener = Callable[[bool], Store]
+
+
+class Failed(enum.Enum):
+    """What `StoreRecorder.write` answers when the store did not do what was asked."""
+
+    FAILED = "failed"
+
+
+FAILED: Final = Failed.FAILED
 
 
 class StoreRecorder:
@@ -206,20 +216,21 @@ class StoreRecorder:
                 self.failed(exc)
                 return
 
-    def write(self, write: Callable[[Store], T], *, force: bool = False) -> T | None:
-        """One write (or read) of the store, if there is one: its result, or None (logged,
-        and the store marked degraded) when it failed. One that works ends a degraded spell.
-        While a cluster's database is away, one is tried at most once per backoff unless
-        `force`d (claims, and the heartbeat's)."""
+    def write(self, write: Callable[[Store], T], *, force: bool = False) -> T | Failed:
+        """One write (or read) of the store, if there is one: its result, or FAILED when
+        it was not done — no store, the database away and not tried now, or it failed
+        (then logged, and the store marked degraded); a result of None is a result. One
+        that works ends a degraded spell. While a cluster's database is away, one is tried
+        at most once per backoff unless `force`d (claims, and the heartbeat's)."""
         if self.store is None:
-            return None
+            return FAILED
         if self._down_since is not None and not force and self.clock.monotonic() < self._retry_at:
-            return None
+            return FAILED
         try:
             result = write(self.store)
         except StateError as exc:
             self.failed(exc)
-            return None
+            return FAILED
         self._recovered()
         return result
 
@@ -242,7 +253,7 @@ class StoreRecorder:
         if self.replica is None:
             if starts:
                 ids = self.write(lambda store: store.start_many(starts, at))
-                for start, row_id in zip(starts, ids or [], strict=False):
+                for start, row_id in zip(starts, [] if ids is FAILED else ids, strict=False):
                     self._prepared[start.run_id] = row_id
             return Claims()
         each = self.each_replica
@@ -261,7 +272,7 @@ class StoreRecorder:
             ),
             force=bool(starts),
         )
-        if claimed is None:
+        if claimed is FAILED:
             return Claims({(s.job, s.slot): "database" for s in starts})
         refused: dict[tuple[str, datetime], Refusal] = {}
         for start, claim in zip(starts, claimed.starts, strict=True):
@@ -322,15 +333,16 @@ class StoreRecorder:
 
     def _write_end(self, write: Callable[[Store], None]) -> None:
         """A run's end: with replicas, kept to write again when the database is back."""
-        written = self.write(functools.partial(_done, write))
-        if written is None and self.replica is not None and len(self._unwritten) < _UNWRITTEN:
+        written = self.write(write)
+        if written is FAILED and self.replica is not None and len(self._unwritten) < _UNWRITTEN:
             self._unwritten.append(write)
 
     # --- what the daemon keeps besides runs -------------------------------------------
 
     def cursors(self) -> dict[str, datetime]:
         """The cursors the previous daemon left, or none."""
-        return self.write(lambda store: store.cursors()) or {}
+        cursors = self.write(lambda store: store.cursors())
+        return {} if cursors is FAILED else cursors
 
     def ran_in_boot(self, job: str, boot: str | None) -> bool:
         """Whether `job` (`@reboot`) started in this host boot. Without a store, or a boot
@@ -361,9 +373,3 @@ class StoreRecorder:
         (slots missed or skipped: a restart must not take them for downtime)."""
         if moved or cursors:
             self.write(lambda store: store.update_view(moved, cursors))
-
-
-def _done(write: Callable[[Store], None], store: Store) -> bool:
-    """`write`, and True: `StoreRecorder.write` answers None only when it did not happen."""
-    write(store)
-    return True

@@ -26,7 +26,7 @@ from crond.config.address import split_address
 from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Loop
-from crond.daemon.recorder import StoreRecorder
+from crond.daemon.recorder import FAILED, StoreRecorder
 from crond.run import runner
 from crond.schedule.rules import Decision
 from crond.store.base import AttemptRow, OutboxRow
@@ -258,12 +258,14 @@ class _StoreOutbox:
 
     def add(self, items: Sequence[OutboxItem]) -> list[int] | None:
         rows = [OutboxRow(0, i.kind, i.notifier, i.job, i.event, i.body, i.created) for i in items]
-        return self.recorder.write(lambda store: store.outbox_add(rows))
+        ids = self.recorder.write(lambda store: store.outbox_add(rows))
+        return None if ids is FAILED else ids
 
     def pending(self, limit: int) -> list[StoredItem]:
         from crond.notify.outbox import OutboxItem, StoredItem  # noqa: PLC0415
 
-        rows = self.recorder.write(lambda store: store.outbox_pending(limit)) or []
+        got = self.recorder.write(lambda store: store.outbox_pending(limit))
+        rows = [] if got is FAILED else got
         return [
             StoredItem(
                 r.id, OutboxItem(_kind(r.kind), r.notifier, r.job, r.event, r.body, r.created)
@@ -287,7 +289,8 @@ class _StoreMemory:
         self.recorder = recorder
 
     def get(self, key: str) -> str | None:
-        return self.recorder.write(lambda store: store.get_meta(key))
+        value = self.recorder.write(lambda store: store.get_meta(key))
+        return None if value is FAILED else value
 
     def set(self, key: str, value: str) -> None:
         self.recorder.mark(key, value)
