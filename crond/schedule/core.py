@@ -181,10 +181,17 @@ class Core:
         due = self.schedule.pop_due(now + lead)
         at = max([now, *(entry.next_fire.at for entry in due if entry.next_fire is not None)])
         decisions, moved = self._decide(due, at, going)
+        if drained:  # a replace job's newer slot replaces its run that waited (never two)
+            newer = {d.job for d in decisions if d.start is not None and d.replace}
+            missed += [
+                (j, self.schedule.missed(j.name, s, "queue")) for j, s in drained if j.name in newer
+            ]
+            drained = [(job, slot) for job, slot in drained if job.name not in newer]
         retried: list[tuple[LoadedJob, datetime]] = []
         if self.unclaimed:
             retried, more = self._retry(now, decisions)
             missed += more
+            retried = self._room_for(retried, total + len(drained), first)
         first += [Tell(job, d) for job, d in missed]
         proposal = Proposal(now, at, [], [], first, drained, retried, due, decisions, moved=moved)
         proposal.running = total + len(drained) + len(retried)
@@ -321,6 +328,18 @@ class Core:
             elif not self.pauses.pass_over(job.name, now):
                 kept.append((job, slot))
         return kept, missed
+
+    def _room_for(
+        self, starts: list[tuple[LoadedJob, datetime]], running: int, first: list[Action]
+    ) -> list[tuple[LoadedJob, datetime]]:
+        """The waiting starts the daemon's limit has room for; the others wait in its
+        queue (while the database did not answer, other runs took their places)."""
+        limit = self.queue.limit
+        room = len(starts) if limit is None else max(0, limit - running)
+        for job, slot in starts[room:]:
+            self.queue.put(job, slot)
+            first.append(Queued(job, slot, running))
+        return starts[:room]
 
     def _start_or(
         self, job: LoadedJob, slot: datetime, claims: Claims, now: datetime

@@ -8,7 +8,7 @@ And `render`: an action as one short line, for tables that compare whole action 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -69,10 +69,18 @@ def render(action: Action) -> str:
     return f"tell {action.job.name}: " + ", ".join(parts) + check
 
 
+Refuse = Callable[[Key], Refusal | None]
+
+
+def _nothing(key: Key) -> Refusal | None:
+    return None
+
+
 @dataclass
 class Run:
     job: str
     slot: datetime
+    replacing: bool = False  # it took the place of the job's runs (overlap: replace)
 
 
 @dataclass
@@ -86,6 +94,8 @@ class Shell:
     jobs: dict[str, LoadedJob] = field(init=False)
     proposal: Proposal | None = None  # the last wake's
     asked: list[Key] = field(default_factory=list)  # the told slots the last wake asked of
+    started: list[Run] = field(default_factory=list)  # every run started, in order
+    answered: list[tuple[Key, Refusal]] = field(default_factory=list)  # every claim refused
 
     def __post_init__(self) -> None:
         loaded = loader.loads(self.text)
@@ -104,22 +114,27 @@ class Shell:
         now: datetime,
         *,
         lead: timedelta = ZERO,
-        refused: Mapping[Key, Refusal] | None = None,
+        refused: Mapping[Key, Refusal] | Refuse | None = None,
         quiet: Collection[Key] = (),
     ) -> list[Action]:
         """One wake as the loop has it: the actions it carried out (a `Replace`'s own
-        claim and start, or what came of its refusal, follow it)."""
+        claim and start, or what came of its refusal, follow it). `refused`: the store's
+        answer for each claim, as a table or a function."""
         self.now = now
+        refuse = refused.get if isinstance(refused, Mapping) else refused or _nothing
         proposal = self.core.propose(now, lead, self.counts())
         self.proposal = proposal
         self.asked = list(proposal.told)
-        asked = {(job.name, slot) for job, slot in proposal.starts}
-        answer = {key: why for key, why in (refused or {}).items() if key in asked}
+        answer = {}
+        for job, slot in proposal.starts:
+            if (why := refuse((job.name, slot))) is not None:
+                answer[(job.name, slot)] = why
+                self.answered.append(((job.name, slot), why))
         claims = Claims(answer, frozenset(k for k in proposal.told if k in quiet))
-        return self.carry_out(self.core.settle(proposal, claims), refused or {}, quiet)
+        return self.carry_out(self.core.settle(proposal, claims), refuse, quiet)
 
     def carry_out(
-        self, actions: list[Action], refused: Mapping[Key, Refusal], quiet: Collection[Key]
+        self, actions: list[Action], refuse: Refuse, quiet: Collection[Key]
     ) -> list[Action]:
         done: list[Action] = []
         for action in actions:
@@ -127,32 +142,37 @@ class Shell:
                 continue  # another replica tells of it
             done.append(action)
             if isinstance(action, Start):
-                self.runs.append(Run(action.job.name, action.slot))
+                self.add(Run(action.job.name, action.slot))
             elif isinstance(action, Replace):
-                done += self.replace(action.job, action.slot, refused, quiet)
+                done += self.replace(action.job, action.slot, refuse, quiet)
         return done
 
     def replace(
         self,
         job: LoadedJob,
         slot: datetime,
-        refused: Mapping[Key, Refusal],
+        refuse: Refuse,
         quiet: Collection[Key],
     ) -> list[Action]:
         """The job's runs stopped and ended, then its slot claimed: started, or refused."""
         self.runs = [run for run in self.runs if run.job != job.name]
-        reason = refused.get((job.name, slot))
+        reason = refuse((job.name, slot))
         if reason is None:
-            self.runs.append(Run(job.name, slot))
+            self.add(Run(job.name, slot, replacing=True))
             return []
-        return self.carry_out(self.core.refused(job, slot, reason, self.now), refused, quiet)
+        self.answered.append(((job.name, slot), reason))
+        return self.carry_out(self.core.refused(job, slot, reason, self.now), refuse, quiet)
+
+    def add(self, run: Run) -> None:
+        self.runs.append(run)
+        self.started.append(run)
 
     def trigger(self, name: str, now: datetime) -> str | list[Action]:
         self.now = now
         got = self.core.trigger(name, now, self.counts())
         if isinstance(got, str):
             return got
-        return self.carry_out(got, {}, ())
+        return self.carry_out(got, _nothing, ())
 
     def end(self, name: str) -> None:
         """The oldest run of `name` ends."""

@@ -274,6 +274,19 @@ CASES: dict[str, tuple[str, list[Step]]] = {
             Wake(121, ["start a@120"]),
         ],
     ),
+    "daemon_limit_a_replace_jobs_run_leaving_the_queue_is_replaced_by_its_newer_slot": (
+        jobs(A_REPLACE, B, daemon="max_running: 1"),
+        [
+            Trigger("b", 10, ["start b@10"]),
+            Wake(60, ["queued a@60 (1)", "tell b: skip@60 overlap", "moved a,b"]),
+            End("b"),
+            Limit(None),
+            # a@60 may leave the queue as a@120 falls due: a@120 replaces it (never
+            # two runs of a replace job)
+            Wake(120, ["tell a: missed 1 60..60 queue", "start a@120", "start b@120", "moved a,b"]),
+            Runs(["a@120", "b@120"]),
+        ],
+    ),
     "daemon_limit_a_queued_run_of_a_job_paused_since_is_passed_over": (
         jobs(A, B, daemon="max_running: 1"),
         [
@@ -343,6 +356,18 @@ CASES: dict[str, tuple[str, list[Step]]] = {
             ),
             WakeAt(2.5),
             Wake(2.5, ["start a@2"]),
+        ],
+    ),
+    "claim_database_a_retried_start_waits_under_the_daemons_limit": (
+        jobs(A, B, daemon="max_running: 1"),
+        [
+            Wake(60, ["queued b@60 (0)", "moved a,b"], refused={("a", 60): "database"}),
+            # b leaves the queue (a is not going: its place is free), and a, whose claim
+            # the database now answers, waits in its turn
+            Wake(60.5, ["queued a@60 (1)", "start b@60"]),
+            Runs(["b@60"]),
+            End("b"),
+            Wake(61, ["start a@60"]),
         ],
     ),
     "claim_database_a_paused_jobs_waiting_start_is_passed_over": (
