@@ -134,7 +134,9 @@ class Core:
             return f"there is no job {quote(name)}"
         settings = entry.job.settings
         runs = running.get(name, 0)
-        going = runs + self.queue.counts.get(name, 0)
+        # A start waiting in the queue or for the database is going too: its retry
+        # would otherwise start beside the trigger's run.
+        going = runs + self.queue.counts.get(name, 0) + (name in self.unclaimed)
         if going and settings.overlap is Overlap.SKIP:
             return f"{name} has a run going and overlap: skip"
         limit = settings.max_running
@@ -146,6 +148,7 @@ class Core:
         actions: list[Action] = []
         if settings.overlap is Overlap.REPLACE:
             actions += self._dropped(name)
+            actions += [_checked(*missed) for missed in self.unclaimed.drop(name)]
         actions.append(Replace(entry.job, now) if replacing else Start(entry.job, now))
         return actions
 

@@ -46,6 +46,15 @@ class Unclaimed:
     def __bool__(self) -> bool:
         return bool(self._items)
 
+    def __contains__(self, name: object) -> bool:
+        """Whether a start of job `name` waits."""
+        return name in self._items
+
+    def drop(self, name: str) -> list[Missed]:
+        """`name`'s waiting start, replaced by a newer run (overlap: replace): missed."""
+        item = self._items.pop(name, None)
+        return [] if item is None else [self._missed(item)]
+
     def put(self, job: LoadedJob, slot: datetime, now: datetime) -> list[Missed]:
         """`job`'s start for `slot` could not be claimed: it waits, and is tried again
         after the current backoff. An older waiting slot of the job is missed: its

@@ -466,6 +466,28 @@ CASES: dict[str, tuple[str, list[Step]]] = {
             Trigger("c", 61, "the daemon's max_running (1) is reached: 1 going, and 1 waiting"),
         ],
     ),
+    "trigger_refused_skip_while_its_start_waits_for_the_database": (
+        jobs(A),
+        [
+            Wake(60, ["moved a"], refused={("a", 60): "database"}),
+            Trigger("a", 60.2, "a has a run going and overlap: skip"),
+            Wake(60.5, ["start a@60"]),
+            Runs(["a@60"]),
+        ],
+    ),
+    "trigger_replace_takes_the_place_of_its_start_waiting_for_the_database": (
+        jobs(A_REPLACE),
+        [
+            Wake(60, ["moved a"], refused={("a", 60): "database"}),
+            Trigger(
+                "a",
+                60.2,
+                ["tell a: missed 1 60..60 database (if not told elsewhere)", "start a@60.2"],
+            ),
+            Wake(60.5, []),
+            Runs(["a@60.2"]),
+        ],
+    ),
     "trigger_refused_unknown_job": (jobs(A), [Trigger("nope", 10, 'there is no job "nope"')]),
     "trigger_replace_with_a_run_going": (
         jobs(A_REPLACE, daemon="max_running: 1"),
