@@ -417,6 +417,21 @@ CASES: dict[str, tuple[str, list[Step]]] = {
             Wake(120, ["resumed a (1)", "start a@120", "moved a"]),
         ],
     ),
+    "a_pause_ending_at_a_slot_decided_in_the_lead_runs_it": (
+        jobs(A),
+        [
+            Pause("a", until=120),
+            Wake(60, ["tell a: paused 1", "moved a"]),
+            WakeAt(119.5, lead=0.5),
+            Wake(119.5, ["start a@120", "moved a"], lead=0.5),
+            WakeAt(120),
+            Wake(120, ["resumed a (1)"]),
+        ],
+    ),
+    "a_suspend_across_a_pause_ending_at_a_slot_runs_that_slot": (
+        jobs(A),
+        [Pause("a", until=120), Wake(125, ["resumed a (1)", "start a@120", "moved a"])],
+    ),
     "a_pause_end_between_slots_wakes_at_the_end": (
         jobs("a: {every: 1h, command: x}"),
         [Pause("a", until=90), WakeAt(90), Wake(90, ["resumed a (0)"]), WakeAt(3600)],
