@@ -192,7 +192,7 @@ class Core:
             drained = [(job, slot) for job, slot in drained if job.name not in newer]
         retried: list[tuple[LoadedJob, datetime]] = []
         if self.unclaimed:
-            retried, more = self._retry(now, decisions)
+            retried, more = self._retry(now, decisions, drained)
             missed += more
             retried = self._room_for(retried, total + len(drained), first)
         first += [Tell(job, d) for job, d in missed]
@@ -317,19 +317,18 @@ class Core:
         return decisions, moved
 
     def _retry(
-        self, now: datetime, decisions: list[Decision]
+        self, now: datetime, decisions: list[Decision], drained: list[tuple[LoadedJob, datetime]]
     ) -> tuple[list[tuple[LoadedJob, datetime]], list[Missed]]:
-        """The waiting starts to claim again now, and those missed: their grace ran out,
-        or a newer slot of their job starts at this wake (never an older slot after a
-        newer one), or their job is paused now."""
-        starts, missed = self.unclaimed.due(now)
+        """The waiting starts to claim again now, and those missed: a newer slot of their
+        job starts at this wake, due or leaving the queue, whether or not their next try
+        is now (never an older slot after a newer one); their grace ran out; or their job
+        is paused now."""
         newer = {d.job for d in decisions if d.start is not None}
-        kept = []
-        for job, slot in starts:
-            if job.name in newer:
-                missed.append((job, self.schedule.missed(job.name, slot, "database")))
-            elif not self.pauses.pass_over(job.name, now):
-                kept.append((job, slot))
+        newer.update(job.name for job, _ in drained)
+        missed = [dropped for name in newer for dropped in self.unclaimed.drop(name)]
+        starts, more = self.unclaimed.due(now)
+        missed += more
+        kept = [(job, slot) for job, slot in starts if not self.pauses.pass_over(job.name, now)]
         return kept, missed
 
     def _room_for(

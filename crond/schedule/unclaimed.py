@@ -53,6 +53,8 @@ class Unclaimed:
     def drop(self, name: str) -> list[Missed]:
         """`name`'s waiting start, replaced by a newer run (overlap: replace): missed."""
         item = self._items.pop(name, None)
+        if not self._items:
+            self._retry_at = None  # (the next one waits its own backoff)
         return [] if item is None else [self._missed(item)]
 
     def put(self, job: LoadedJob, slot: datetime, now: datetime) -> list[Missed]:

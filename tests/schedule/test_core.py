@@ -351,11 +351,11 @@ CASES: dict[str, tuple[str, list[Step]]] = {
             WakeAt(2),  # the next fire, before the next try (2.5)
             Wake(
                 2,
-                ["tell a: missed 1 1..1 database (if not told elsewhere)", "moved a"],
+                ["tell a: missed 1 1..1 database", "moved a"],
                 refused={("a", 2): "database"},
             ),
-            WakeAt(2.5),
-            Wake(2.5, ["start a@2"]),
+            WakeAt(3),  # the next fire, and the next try (the backoff goes on: 1 s)
+            Wake(3, ["tell a: missed 1 2..2 database", "start a@3", "moved a"]),
         ],
     ),
     "claim_database_a_retried_start_waits_under_the_daemons_limit": (
@@ -368,6 +368,34 @@ CASES: dict[str, tuple[str, list[Step]]] = {
             Runs(["b@60"]),
             End("b"),
             Wake(61, ["start a@60"]),
+        ],
+    ),
+    "claim_database_a_newer_slot_starting_before_the_retry_misses_the_waiting_one": (
+        jobs("a: {every: 10s, command: x}"),
+        [
+            Wake(10, ["moved a"], refused={("a", 10): "database"}),
+            Wake(10.5, [], refused={("a", 10): "database"}),
+            Wake(11.5, [], refused={("a", 10): "database"}),
+            Wake(13.5, [], refused={("a", 10): "database"}),
+            Wake(17.5, [], refused={("a", 10): "database"}),
+            WakeAt(20),  # the next try is at 22.5
+            # the database answers again: a@20 starts, a@10 never after it (nor beside it)
+            Wake(20, ["tell a: missed 1 10..10 database", "start a@20", "moved a"]),
+            WakeAt(30),
+        ],
+    ),
+    "claim_database_a_newer_queued_slot_leaving_the_queue_misses_the_waiting_one": (
+        jobs("a: {every: 10s, overlap: allow, command: x}", daemon="max_running: 1"),
+        [
+            Wake(10, ["start a@10", "moved a"]),
+            Wake(20, ["queued a@20 (1)", "moved a"]),
+            Wake(30, ["queued a@30 (1)", "moved a"]),
+            End("a"),
+            Wake(30, [], refused={("a", 20): "database"}),
+            # a@30 leaves the queue while a@20 waits for the database: a@20 is missed
+            Wake(30.5, ["tell a: missed 1 20..20 database", "start a@30"]),
+            Runs(["a@30"]),
+            WakeAt(40),
         ],
     ),
     "claim_database_a_paused_jobs_waiting_start_is_passed_over": (

@@ -418,6 +418,21 @@ FOUND = [
         None,
         [("wake", "database", 0), ("trigger", 0), ("wake", None, 0)],
     ),
+    # a queued start refused by the database, then a newer queued slot of its job starting
+    # first: the older one started after it
+    (
+        (Spec("a", 10, (), 300, "allow", None, None),),
+        1,
+        [
+            *[("wake", None, 0)] * 3,
+            ("db", True),
+            ("end", 0),
+            ("db", False),
+            ("wake", None, 0),
+            ("end", 0),
+            ("wake", None, 0),
+        ],
+    ),
     # (not a bug found: a pause running out on a slot, across a suspend; that slot is R9's)
     ((_job("a", 60, grace=300),), None, [("pause", 0, "minute"), ("suspend", 301, None, 0)]),
 ]
@@ -441,6 +456,7 @@ FOUND = [
 @example(*FOUND[2])
 @example(*FOUND[3])
 @example(*FOUND[4])
+@example(*FOUND[5])
 def test_the_core_keeps_the_rules(
     jobs: tuple[Spec, ...], limit: int | None, steps: list[tuple[Any, ...]]
 ) -> None:
