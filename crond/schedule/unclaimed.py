@@ -51,7 +51,7 @@ class Unclaimed:
         return name in self._items
 
     def drop(self, name: str) -> list[Missed]:
-        """`name`'s waiting start, replaced by a newer run (overlap: replace): missed."""
+        """`name`'s waiting start, replaced by a newer start of its job: missed."""
         item = self._items.pop(name, None)
         if not self._items:
             self._retry_at = None  # (the next one waits its own backoff)
