@@ -143,6 +143,7 @@ class Model:
     waiting: set[Key] = field(default_factory=set)  # refused "database": tried again
     last_started: dict[str, datetime] = field(default_factory=dict)
     db_down: bool = False
+    lead: float = 0  # the loop's: slots this far ahead are decided at a wake
     expiring: dict[str, float] = field(default_factory=dict)  # pauses running out now
 
     def fate(self, job: str, slot: datetime, what: str) -> None:
@@ -190,7 +191,12 @@ class Model:
                 del self.paused[job]  # it runs out at this wake: Resumed
                 self.expiring[job] = until
         paused_now = set(self.paused)
-        actions = shell.wake(at(now), refused=refuse)
+        actions = shell.wake(at(now), lead=timedelta(seconds=self.lead), refused=refuse)
+        assert shell.proposal is not None
+        # Decided as of the wake's instant (the latest slot within the lead), and spawned
+        # then: the loop does nothing before it.
+        self.now = max(now, secs(shell.proposal.at))
+        paused_at = {job for job, until in self.paused.items() if until is None or until > self.now}
         for key, why in shell.answered[answered:]:
             if why == "taken":
                 self.taken(key)
@@ -199,7 +205,7 @@ class Model:
             self.forget(key)
         self.tell(actions, before, queued_before, busy, paused_now)
         for run in shell.started[started:]:
-            self.started(run, paused_now)
+            self.started(run, paused_at, now)
         self.passed_over_in_queue(paused_now)
         self.limits(started=any(not run.replacing for run in shell.started[started:]))
 
@@ -289,12 +295,12 @@ class Model:
             else:
                 assert m.count == 1
 
-    def started(self, run: Run, paused_now: set[str]) -> None:
+    def started(self, run: Run, paused_now: set[str], now: float) -> None:
         job, spec = run.job, self.specs[run.job]
         key = (job, run.slot)
         assert job not in paused_now, f"{job}@{secs(run.slot)} started while paused"
         self.fate(job, run.slot, "started")
-        late = self.now - secs(run.slot)
+        late = now - secs(run.slot)
         window = max(spec.grace, spec.catchup or 0)
         assert late <= window, f"{job}@{secs(run.slot)} started at {self.now}: too late"
         if key in self.queued:  # first come, first served (a paused job's are passed over)
@@ -449,25 +455,26 @@ FOUND = [
         lambda names: st.tuples(*(specs(name) for name in sorted(names)))
     ),
     limit=st.sampled_from([None, 1, 2]),
+    lead=st.sampled_from([0, 0, 0.5]),
     steps=st.lists(STEP, max_size=40),
 )
-@example(*FOUND[0])
-@example(*FOUND[1])
-@example(*FOUND[2])
-@example(*FOUND[3])
-@example(*FOUND[4])
-@example(*FOUND[5])
+@example(*FOUND[0], 0)
+@example(*FOUND[1], 0)
+@example(*FOUND[2], 0)
+@example(*FOUND[3], 0)
+@example(*FOUND[4], 0)
+@example(*FOUND[5], 0)
 def test_the_core_keeps_the_rules(
-    jobs: tuple[Spec, ...], limit: int | None, steps: list[tuple[Any, ...]]
+    jobs: tuple[Spec, ...], limit: int | None, steps: list[tuple[Any, ...]], lead: float
 ) -> None:
     text = (f"daemon: {{max_running: {limit}}}\n" if limit else "") + "jobs:\n"
     shell = Shell(text + "".join(spec.yaml() for spec in jobs))
-    model = Model(shell, {spec.name: spec for spec in jobs})
+    model = Model(shell, {spec.name: spec for spec in jobs}, lead=lead)
     names = list(model.specs)
     for step in steps:
         kind = step[0]
         if kind == "wake":
-            wake = shell.core.wake_at(timedelta(0))
+            wake = shell.core.wake_at(timedelta(seconds=lead))
             model.wake(max(model.now, secs(wake)) if wake else model.now + 60, step[1], step[2])
         elif kind in ("tick", "suspend"):
             model.wake(model.now + step[1], step[2], step[3])
