@@ -258,6 +258,8 @@ class Model:
         queued_before: Counter[str],
         busy: set[str],
         paused_now: set[str],
+        *,
+        replaced: bool = False,  # by a trigger's run
     ) -> None:
         d, job = tell.decision, tell.job.name
         spec = self.specs[job]
@@ -287,13 +289,16 @@ class Model:
                 self.waiting.discard(key)
                 self.forget(key)
                 self.fate(job, at(s), f"missed ({m.reason})")
+            late = self.now - last
+            newer = spec.slots(last, self.now)
             if m.reason == "grace":  # R9: late, or a newer slot was due
-                late = self.now - last
-                newer = spec.slots(last, self.now)
                 too_late = late > spec.grace and (spec.catchup is None or late > spec.catchup)
                 assert newer or too_late, f"{job}@{last} missed at {self.now}, late {late}"
-            else:
+            else:  # waited (queue, database) until its grace ran out, or a newer start came
                 assert m.count == 1
+                assert newer or late > spec.grace or tell.check is not None or replaced, (
+                    f"{job}@{last} missed ({m.reason}) at {self.now}, late {late}"
+                )
 
     def started(self, run: Run, paused_now: set[str], now: float) -> None:
         job, spec = run.job, self.specs[run.job]
@@ -370,7 +375,7 @@ class Model:
             return
         for action in got:
             if isinstance(action, Tell) and action.decision.missed is not None:
-                self.decision(action, {}, Counter(), set(), set())
+                self.decision(action, {}, Counter(), set(), set(), replaced=True)
         assert len(self.shell.started) == started + 1
         self.limits(started=not self.shell.started[-1].replacing)
 
