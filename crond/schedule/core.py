@@ -104,7 +104,9 @@ class Core:
             return f"there is no job {quote(name)}"
         settings = entry.job.settings
         runs = running.get(name, 0)
-        going = runs + self.queue.counts.get(name, 0)
+        # A start waiting in the queue or for the database is going too: its retry
+        # would otherwise start beside the trigger's run.
+        going = runs + self.queue.counts.get(name, 0) + (name in self.unclaimed)
         if going and settings.overlap is Overlap.SKIP:
             return f"{name} has a run going and overlap: skip"
         limit = settings.max_running
@@ -116,6 +118,7 @@ class Core:
         actions: list[Action] = []
         if settings.overlap is Overlap.REPLACE:
             actions += self._dropped(name)
+            actions += [_checked(*missed) for missed in self.unclaimed.drop(name)]
         actions.append(Replace(entry.job, now) if replacing else Start(entry.job, now))
         return actions
 
@@ -151,11 +154,21 @@ class Core:
         due = self.schedule.pop_due(now + lead)
         at = max([now, *(entry.next_fire.at for entry in due if entry.next_fire is not None)])
         decisions, moved = self._decide(due, at, going)
+        if drained:  # a replace job's newer slot replaces its run that waited (never two)
+            newer = {d.job for d in decisions if d.start is not None and d.replace}
+            missed += [
+                (j, self.schedule.missed(j.name, s, "queue")) for j, s in drained if j.name in newer
+            ]
+            drained = [(job, slot) for job, slot in drained if job.name not in newer]
         retried: list[tuple[LoadedJob, datetime]] = []
         if self.unclaimed:
+            # never an older slot after a newer one: a newer start of the job, due or
+            # leaving the queue, makes its waiting start missed
             newer = {d.job for d in decisions if d.start is not None}
+            newer.update(job.name for job, _ in drained)
             retried, more = self.unclaimed.due(now, newer, self.pauses)
             missed += more
+            retried = self._room_for(retried, total + len(drained), first)
         first += [Tell(job, d) for job, d in missed]
         proposal = Proposal(now, at, [], [], first, drained, retried, due, decisions, moved=moved)
         proposal.running = total + len(drained) + len(retried)
@@ -272,6 +285,18 @@ class Core:
             if decision.start is None and entry.job.settings.catchup is Catchup.LATEST:
                 moved.append((entry.name, entry.cursor))
         return decisions, moved
+
+    def _room_for(
+        self, starts: list[tuple[LoadedJob, datetime]], running: int, first: list[Action]
+    ) -> list[tuple[LoadedJob, datetime]]:
+        """The waiting starts the daemon's limit has room for; the others wait in its
+        queue (while the database did not answer, other runs took their places)."""
+        limit = self.queue.limit
+        room = len(starts) if limit is None else max(0, limit - running)
+        for job, slot in starts[room:]:
+            self.queue.put(job, slot)
+            first.append(Queued(job, slot, running))
+        return starts[:room]
 
     def _start_or(
         self, job: LoadedJob, slot: datetime, claims: Claims, now: datetime

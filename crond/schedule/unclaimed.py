@@ -49,6 +49,17 @@ class Unclaimed:
     def __bool__(self) -> bool:
         return bool(self._items)
 
+    def __contains__(self, name: object) -> bool:
+        """Whether a start of job `name` waits."""
+        return name in self._items
+
+    def drop(self, name: str) -> list[Missed]:
+        """`name`'s waiting start, replaced by a newer start of its job: missed."""
+        item = self._items.pop(name, None)
+        if not self._items:
+            self._retry_at = None  # (the next one waits its own backoff)
+        return [] if item is None else [self._missed(item)]
+
     def put(self, job: LoadedJob, slot: datetime, now: datetime) -> list[Missed]:
         """`job`'s start for `slot` could not be claimed: it waits, and is tried again
         after the current backoff. An older waiting slot of the job is missed: its
@@ -80,6 +91,8 @@ class Unclaimed:
             if now > item.deadline or name in newer:
                 del self._items[name]
                 missed.append(self._missed(item))
+        if not self._items:
+            self._retry_at = None  # (the next one waits its own backoff)
         if self._retry_at is None or now < self._retry_at or not self._items:
             return [], missed
         starts = []
