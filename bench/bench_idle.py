@@ -11,7 +11,8 @@ one core and < 80 MB. With --peers: the same on each peer (yacron gets at most 1
 load a file, then is reported as not loaded), and crond's ratio to it. --jobs: one size
 only (e.g. 10000); --rounds: each figure is the median of that many daemons (RSS with its
 min-max), for comparing RSS with APScheduler 3's beside it:
-`bench_idle.py --quick --peers --jobs 10000 --rounds 3`.
+`bench_idle.py --quick --peers --jobs 10000 --rounds 3`. With both sizes, each system's
+RSS is split in two: what a job adds (the slope) and the rest (imports, the store).
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ def medians(system: System, jobs: int, seconds: float, rounds: int) -> tuple[flo
     return cpu, wakes, rss, min(s[2] for s in samples), max(s[2] for s in samples)
 
 
+def split(rss_of: dict[int, float]) -> str:
+    """The RSS a job adds (the slope from 1,000 to 10,000 jobs) and the rest (the line at
+    0 jobs: imports, the store, what does not grow with the file)."""
+    (few, low), (many, high) = sorted(rss_of.items())
+    slope = (high - low) / (many - few)
+    return f"{slope * 1e3:.2f} kB a job; {low - slope * few:.1f} MB without jobs"
+
+
 def main() -> None:
     p = common.parser(__doc__)
     p.add_argument("--jobs", type=int, choices=SIZES, help="measure this size only")
@@ -68,6 +77,7 @@ def main() -> None:
         if why := system.missing():
             common.skipped(system, why)
             continue
+        rss_of: dict[int, float] = {}
         for jobs in sizes:
             try:
                 cpu, wakes, rss, low, high = medians(system, jobs, seconds, args.rounds)
@@ -94,6 +104,9 @@ def main() -> None:
                     f"RSS {common.ratio(mine[2], rss)}"
                 )
             row(f"{jobs:,} jobs", system.name, text, note)
+            rss_of[jobs] = rss
+        if len(rss_of) == len(SIZES):
+            row("RSS: a job / the rest", system.name, split(rss_of))
 
 
 if __name__ == "__main__":
