@@ -378,7 +378,7 @@ def _loaded(
     send, and the cron lines' places."""
     # Only the places of the cron lines validate may warn of outlive the load: the whole
     # location map of a 10,000-job file is tens of MB the daemon does not need, and the
-    # marks of 10,000 UTC jobs 1.5 MB of its idle RSS (docs/performance.md).
+    # marks of 10,000 UTC jobs 1.2 MB of its idle RSS (docs/performance.md).
     cron_marks: dict[str, yamlsource.Mark] = {}
     jobs: dict[str, LoadedJob] = {}
     for name, job in config.jobs.items():
