@@ -589,18 +589,18 @@ def test_jitter_keeps_local_consistent_with_at() -> None:
 
 
 def test_a_yearly_jobs_fires_cost_two_searches_of_a_year(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The day search remembers its last answer (cronexpr.CronExpr._span), so a fire's
+    """The day search remembers its last answer (cronexpr.DaySearch._span), so a fire's
     successor is searched for from the day after it, and once more from wherever the
     zone's timeline is cut on the way (a DST change, an edge of probed data); every other
     question on the way is answered from memory."""
     searched: list[int] = []
-    find = cronexpr.CronExpr._find_day
+    find = cronexpr.DaySearch._find
 
-    def counting(expr: cronexpr.CronExpr, day: int) -> int:
+    def counting(search: cronexpr.DaySearch, day: int) -> int:
         searched.append(day)
-        return find(expr, day)
+        return find(search, day)
 
-    monkeypatch.setattr(cronexpr.CronExpr, "_find_day", counting)
+    monkeypatch.setattr(cronexpr.DaySearch, "_find", counting)
     fires = CronTiming(parse_cron("0 12 1 7 *"), ZoneInfo("America/New_York")).fires(
         utc("2026-01-01T00:00Z")
     )

@@ -21,13 +21,15 @@ from crond.config.secrets import expand
 from crond.config.yamlsource import Mark
 from crond.when import timing
 from crond.when.cronexpr import CronExpr
+from crond.when.timeline import steady_offset
 from crond.when.zones import get_zone
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LoadedJob:
     """One job: its name in the file and its settings (defaults merged in). Two loaded
-    jobs are equal when those are: what a reload compares."""
+    jobs are equal when those are: what a reload compares. (Slots: one per job, kept for
+    the daemon's life; see the idle RSS in docs/performance.md.)"""
 
     name: str
     settings: Job
@@ -54,6 +56,14 @@ class LoadedJob:
             return timing.CronTiming(self.cron_expr, self.zone, offset)
         assert settings.every is not None  # a job has cron or every (model.Job._shape)
         return timing.IntervalTiming(settings.every, settings.anchor, offset)
+
+    @property
+    def warned_at_cron(self) -> bool:
+        """Whether `crond validate` may warn at the job's `cron` line: an `@reboot` job
+        (reboot_warnings) or one in a zone with DST changes (dst_warnings)."""
+        if self.cron_expr is None:
+            return False
+        return self.cron_expr.reboot or steady_offset(self.zone) is None
 
     @property
     def schedule_text(self) -> str:
@@ -104,7 +114,8 @@ def notifier_spec(name: str, notifier: Notifier, environ: Mapping[str, str]) -> 
 @dataclass(frozen=True)
 class LoadedConfig:
     """A whole schedules file, loaded: `config` as validated, its jobs by name (in file
-    order), and where each `cron` line stands (for validate's warnings)."""
+    order), and where the `cron` lines that may be warned of stand (`warned_at_cron`:
+    the others, most lines of most files, are not kept)."""
 
     path: str
     config: Config

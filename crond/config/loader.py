@@ -381,17 +381,19 @@ def _loaded(
 ) -> LoadedConfig:
     """Each job with its name, parsed `cron` and expanded `ping`, the notifiers ready to
     send, and the cron lines' places."""
-    # Only the cron lines' places outlive the load (for validate's DST warnings): the
-    # whole location map of a 10,000-job file is tens of MB the daemon does not need.
+    # Only the places of the cron lines validate may warn of outlive the load: the whole
+    # location map of a 10,000-job file is tens of MB the daemon does not need, and the
+    # marks of 10,000 UTC jobs 1.2 MB of its idle RSS (docs/performance.md).
     cron_marks: dict[str, yamlsource.Mark] = {}
     jobs: dict[str, LoadedJob] = {}
     for name, job in config.jobs.items():
         expr = None
         if job.cron is not None:
             expr = crons.get(job.cron) or model.parse_cron(job.cron)
-            cron_marks[name] = source.locate(("jobs", name, "cron"))
         ping = None if job.ping is None else expand(job.ping, environ)[0]
-        jobs[name] = LoadedJob(name, job, expr, ping)
+        loaded = jobs[name] = LoadedJob(name, job, expr, ping)
+        if loaded.warned_at_cron:
+            cron_marks[name] = source.locate(("jobs", name, "cron"))
     _share_fields_sets(config)
     specs = {
         name: notifier_spec(name, notifier, environ) for name, notifier in config.notifiers.items()

@@ -57,8 +57,11 @@ _USER_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 
 
 def spec_for(job: LoadedJob, base_env: Mapping[str, str] | None = None) -> RunSpec:
-    """The RunSpec of `job`; never raises for a problem of the host (see `error`)."""
-    env = dict(os.environ if base_env is None else base_env)
+    """The RunSpec of `job`; never raises for a problem of the host (see `error`).
+    `base_env` is shared, not copied, by the specs of the jobs that add nothing to it
+    (the daemon caches a spec per job that has run: a copy each of an environment of 34
+    variables was 1.1 kB a job, 11 MB once 10,000 jobs have run)."""
+    env: Mapping[str, str] = dict(os.environ) if base_env is None else base_env
     uid = gid = home = error = None
     groups: tuple[int, ...] | None = None
     if job.settings.user is not None:
@@ -67,18 +70,18 @@ def spec_for(job: LoadedJob, base_env: Mapping[str, str] | None = None) -> RunSp
             home = account.pw_dir
             # Another user's job starts from a clean environment, as login and cron give
             # it: the daemon's variables (secrets included) are not handed across.
-            env = {k: env[k] for k in _KEPT_FOR_USER if k in env}
-            env.update(
-                PATH=_USER_PATH,
-                HOME=home,
-                USER=account.pw_name,
-                LOGNAME=account.pw_name,
-                SHELL=account.pw_shell or "/bin/sh",
-            )
+            env = {k: env[k] for k in _KEPT_FOR_USER if k in env} | {
+                "PATH": _USER_PATH,
+                "HOME": home,
+                "USER": account.pw_name,
+                "LOGNAME": account.pw_name,
+                "SHELL": account.pw_shell or "/bin/sh",
+            }
             if os.geteuid() == 0:
                 uid, gid = account.pw_uid, account.pw_gid
                 groups = tuple(os.getgrouplist(account.pw_name, account.pw_gid))
-    env.update(job.settings.env)
+    if job.settings.env:
+        env = {**env, **job.settings.env}
     argv = _argv(job)
     return RunSpec(
         job=job.name,

@@ -18,9 +18,10 @@ from crond.config.model import Catchup, Overlap
 from crond.when.timing import Fire, Timing
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
-    """A job as the planner sees it: its schedule and where it has got to."""
+    """A job as the planner sees it: its schedule and where it has got to. (Slots: one
+    per job, kept for the daemon's life.)"""
 
     job: LoadedJob
     timing: Timing

@@ -60,9 +60,10 @@ class CronError(ValueError):
         self.value = value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CronExpr:
-    """A validated cron expression: the value sets of its fields, and R2/R3 facts."""
+    """A validated cron expression: the value sets of its fields, and R2/R3 facts.
+    (Slots: a file of distinct expressions keeps one per job for the daemon's life.)"""
 
     source: str
     minutes: frozenset[int]
@@ -77,34 +78,23 @@ class CronExpr:
     times: tuple[int, ...] = field(init=False, repr=False, compare=False)
     # The months, ascending: the day search jumps from one to the next.
     month_list: tuple[int, ...] = field(init=False, repr=False, compare=False)
-    # day -> the first matching day on or after it; filled lazily by next_day(). Small:
-    # a walk asks about the same few days again and again, a daemon about the next day.
-    _days_cache: dict[int, int] = field(
-        init=False, repr=False, compare=False, hash=False, default_factory=dict
-    )
-    # [lo, found]: the last search, from day lo, found day `found`, so no day in between
-    # matches and every one of them has the same answer. A fire's successor is found from
-    # the day after it and asked again from wherever the zone's timeline is cut (a chunk
-    # edge, a DST change) on the way there: for yearly jobs, two searches of a year.
-    _span: list[int] = field(
-        init=False, repr=False, compare=False, hash=False, default_factory=lambda: [1, 0]
-    )
+    # The day search, shared by the expressions with the same day fields (below).
+    _days: DaySearch = field(init=False, repr=False, compare=False, hash=False)
+    # The fields `==` compares, hashed once: an expression is a cache key (first fires, a
+    # load's parsed expressions) thousands of times at a load.
+    _hash: int = field(init=False, repr=False, compare=False, hash=False, default=0)
 
     def __post_init__(self) -> None:
-        # The generated __init__ and object.__setattr__, not one update of the instance's
-        # dict (~30 % faster to build): that update turns the dict from one sharing its
-        # keys with every other expression into one of its own, ~300 bytes more per
-        # expression (+3.8 MB of idle memory with 10,000 jobs, bench_idle.py).
         object.__setattr__(self, "times", _times(self.hours, self.minutes))
         object.__setattr__(self, "month_list", _sorted(self.months))
-        # The fields `==` compares, hashed once: an expression is a cache key (first
-        # fires, a load's parsed expressions) thousands of times at a load.
+        days = _day_search(self.days, self.weekdays, self.day_and, self.month_list)
+        object.__setattr__(self, "_days", days)
         fields = (self.source, self.minutes, self.hours, self.days, self.months,
                   self.weekdays, self.day_and, self.wildcard, self.reboot)  # fmt: skip
         object.__setattr__(self, "_hash", hash(fields))
 
     def __hash__(self) -> int:
-        return self._hash  # type: ignore[no-any-return, attr-defined]
+        return self._hash
 
     def __str__(self) -> str:
         return self.source
@@ -128,18 +118,63 @@ class CronExpr:
 
     def next_day(self, day: int) -> int:
         """The first matching day on or after `day` (days since 1970-01-01), cached."""
+        return self._days.next_day(day)
+
+    def walls(self, lo: int, hi: int) -> list[int]:
+        """Every matching wall time in [lo, hi)."""
+        found: list[int] = []
+        w = self.next_wall(lo, hi)
+        while w is not None:
+            found.append(w)
+            w = self.next_wall(w + 60, hi)
+        return found
+
+
+class DaySearch:
+    """The days that match R2 for one set of day fields (day of month, weekday, months,
+    the day rule), found month by month and remembered.
+
+    Expressions that differ only in their times share one (`_day_search`): a file of
+    10,000 jobs with distinct times keeps a few dozen searches and their memory instead of
+    one each, ~0.4 kB a job of the daemon's idle RSS (docs/performance.md); and jobs of
+    one file ask the same few days.
+    """
+
+    __slots__ = ("_cache", "_span", "day_and", "days", "month_list", "weekdays")
+
+    def __init__(
+        self,
+        days: frozenset[int],
+        weekdays: frozenset[int],
+        day_and: bool,
+        month_list: tuple[int, ...],
+    ) -> None:
+        self.days, self.weekdays, self.day_and = days, weekdays, day_and
+        self.month_list = month_list
+        # day -> the first matching day on or after it. Small: a walk asks about the
+        # same few days again and again, a daemon about the next day.
+        self._cache: dict[int, int] = {}
+        # [lo, found]: the last search, from day lo, found day `found`, so no day in
+        # between matches and every one of them has the same answer. A fire's successor
+        # is found from the day after it and asked again from wherever the zone's
+        # timeline is cut (a chunk edge, a DST change) on the way there: for yearly jobs,
+        # two searches of a year.
+        self._span = [1, 0]
+
+    def next_day(self, day: int) -> int:
+        """The first matching day on or after `day` (days since 1970-01-01), cached."""
         span = self._span
         if span[0] <= day <= span[1]:
             return span[1]
-        found = self._days_cache.get(day)
+        found = self._cache.get(day)
         if found is None:
-            if len(self._days_cache) >= _DAYS_CACHED:  # thousands of expressions live long
-                self._days_cache.clear()
-            found = self._days_cache[day] = self._find_day(day)
+            if len(self._cache) >= _DAYS_CACHED:  # thousands of searches live long
+                self._cache.clear()
+            found = self._cache[day] = self._find(day)
         span[0], span[1] = day, found
         return found
 
-    def _find_day(self, day: int) -> int:
+    def _find(self, day: int) -> int:
         # Month by month as (year, month) numbers, jumping straight to the next month of
         # the expression: a yearly job's next fire is up to 11 other months away, and
         # `crond next` asks that of every job n times. Dates come from small caches: the
@@ -163,15 +198,6 @@ class CronExpr:
                 return start + matching[j] - 1
             month, first = month + 1, 1
         return _NEVER
-
-    def walls(self, lo: int, hi: int) -> list[int]:
-        """Every matching wall time in [lo, hi)."""
-        found: list[int] = []
-        w = self.next_wall(lo, hi)
-        while w is not None:
-            found.append(w)
-            w = self.next_wall(w + 60, hi)
-        return found
 
 
 # The caches below are applied by assignment rather than with `@`: mutmut, which
@@ -217,6 +243,8 @@ def _ascending(values: frozenset[int]) -> tuple[int, ...]:
 _times = functools.lru_cache(maxsize=2048)(_times_of_day)
 _minute_seconds = functools.lru_cache(maxsize=1024)(_in_seconds)
 _sorted = functools.lru_cache(maxsize=1024)(_ascending)
+# One DaySearch per set of day fields (past 1,024 sets, new expressions get new ones).
+_day_search = functools.lru_cache(maxsize=1024)(DaySearch)
 
 
 def _matching_days(
@@ -252,8 +280,9 @@ def parse_cron(expr: str) -> CronExpr:
     day_and = parts[2][0] == "*" or parts[4][0] == "*"
     if day_and:  # a day must match the day-of-month written (`*/n` has the 1st: it does)
         _check_day_exists(days, months, parts[2])
+    source = " ".join(parts)
     return CronExpr(
-        source=" ".join(parts),
+        source=expr if source == expr else source,  # the job's own text when written so
         minutes=minutes,
         hours=hours,
         days=days,

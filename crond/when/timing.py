@@ -234,6 +234,9 @@ class CronTiming:
 class IntervalTiming:
     """R8: slots at anchor + k·every for k = 0, 1, 2, … in absolute time, plus jitter."""
 
+    # One per job, as CronTiming.
+    __slots__ = ("_step", "anchor", "every", "jitter", "period", "zone")
+
     def __init__(
         self,
         every: timedelta,
