@@ -30,8 +30,11 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
+# On 4 workers (pytest-xdist; more than the 2 cores: most e2e tests wait on timers and
+# child processes); docs/performance.md has the figures. A file's tests alone:
+# `.venv/bin/pytest -q tests/test_x.py` runs them in one process.
 pytest: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 4 --dist loadgroup
 
 # `make mutate`: mutation testing of crond.when's pure core with mutmut, in a scratch copy
 # of the checkout (tests/mutate.py; MODULES=plan limits it to some modules). Minutes, not
