@@ -353,7 +353,11 @@ def test_a_second_daemon_on_the_same_store_leaves_the_first_alone(
     tmp_path: Path, crond: list[Crond]
 ) -> None:
     state = tmp_path / "state"
-    a = write(tmp_path / "a.yaml", "jobs:\n  long: {every: 1s, command: sleep 3}\n")
+    # The first daemon's run goes on until the test lets it end (not a `sleep` that a busy
+    # machine could outlast before the status below).
+    release = tmp_path / "release"
+    hold = f"while [ ! -e {release} ]; do sleep 0.05; done"
+    a = write(tmp_path / "a.yaml", f"jobs:\n  long: {{every: 1s, command: '{hold}'}}\n")
     b = write(tmp_path / "b.yaml", "jobs:\n  boot: {cron: '@reboot', command: 'true'}\n")
     first = start(crond, str(a), "--state-dir", str(state))
     run = first.wait_for("job.started", lambda e: e["job"] == "long")
@@ -367,6 +371,7 @@ def test_a_second_daemon_on_the_same_store_leaves_the_first_alone(
     assert "job.lost" not in second.names()
     rows = {r["job"]: r for r in status(a, state)}
     assert rows["long"]["running"] is True
+    release.touch()
     first.wait_for("job.finished", lambda e: e["run_id"] == run["run_id"])
     assert first.stop() == 0
 
