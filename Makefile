@@ -32,8 +32,11 @@ types: $(STAMP)
 
 # On 4 workers (pytest-xdist; more than the 2 cores: most e2e tests wait on timers and
 # child processes); docs/performance.md has the figures. A file's tests alone:
-# `.venv/bin/pytest -q tests/test_x.py` runs them in one process.
+# `.venv/bin/pytest -q tests/test_x.py` runs them in one process. crond's modules are
+# byte-compiled first: the hundreds of `crond` processes the tests start would each
+# compile them again where PYTHONDONTWRITEBYTECODE is set.
 pytest: $(STAMP)
+	$(BIN)/python -m compileall -q crond
 	$(BIN)/pytest -q -n 4 --dist loadgroup
 
 # `make mutate`: mutation testing of crond.when's pure core with mutmut, in a scratch copy
