@@ -32,12 +32,15 @@ types: $(STAMP)
 
 # On 4 workers (pytest-xdist; more than the 2 cores: most e2e tests wait on timers and
 # child processes); docs/performance.md has the figures. A file's tests alone:
-# `.venv/bin/pytest -q tests/test_x.py` runs them in one process. crond's modules are
-# byte-compiled first: the hundreds of `crond` processes the tests start would each
-# compile them again where PYTHONDONTWRITEBYTECODE is set.
+# `.venv/bin/pytest -q tests/test_x.py` runs them in one process.
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set, and made once up front:
+# crond's modules (else each of the hundreds of `crond` processes the tests start compiles
+# them again) and the tests' assertion-rewritten modules (a collection without running
+# anything; else each worker rewrites them all: ~8 s of CPU each).
 pytest: $(STAMP)
 	$(BIN)/python -m compileall -q crond
-	$(BIN)/pytest -q -n 4 --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -p no:xdist --collect-only > /dev/null
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n 4 --dist loadgroup
 
 # `make mutate`: mutation testing of crond.when's pure core with mutmut, in a scratch copy
 # of the checkout (tests/mutate.py; MODULES=plan limits it to some modules). Minutes, not

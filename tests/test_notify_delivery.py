@@ -185,13 +185,15 @@ def test_given_up_after_the_window_with_one_error_and_no_secret() -> None:
                                  headers=(("X-Token", SECRET),)),
                 "gone": notifier("gone", "webhook", f"http://u:{SECRET}@127.0.0.1:{down.port}/hook"),
             }  # fmt: skip
-            tunables = {**QUICK, "window": 0.4}
+            # A window of 1 s: room for a second try after a first one that a busy machine
+            # (the suite's own workers) makes slow.
+            tunables = {**QUICK, "window": 1.0}
             async with delivering(specs, events=events, results=results, **tunables) as d:
                 d.put(item("hook"))
                 d.put(item("gone"))
                 failed = await events.wait("notify.failed", 2)
                 await asyncio.sleep(0.3)
-            assert 2 <= len(server.requests()) <= 6  # backoff: 50, 100, 200 ms
+            assert 2 <= len(server.requests()) <= 8  # backoff: 50, 100, 200, 200... ms
         assert len(events.named("notify.failed")) == 2
         by_name = {f["notifier"]: f for f in failed}
         assert by_name["hook"] == {
