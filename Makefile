@@ -30,8 +30,17 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
+# On 4 workers (pytest-xdist; more than the 2 cores: most e2e tests wait on timers and
+# child processes); docs/performance.md has the figures. A file's tests alone:
+# `.venv/bin/pytest -q tests/test_x.py` runs them in one process.
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set, and made once up front:
+# crond's modules (else each of the hundreds of `crond` processes the tests start compiles
+# them again) and the tests' assertion-rewritten modules (a collection without running
+# anything; else each worker rewrites them all: ~8 s of CPU each).
 pytest: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/python -m compileall -q crond
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -p no:xdist --collect-only > /dev/null
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n 4 --dist loadgroup
 
 # `make mutate`: mutation testing of crond.when's pure core with mutmut, in a scratch copy
 # of the checkout (tests/mutate.py; MODULES=plan limits it to some modules). Minutes, not

@@ -790,9 +790,9 @@ def test_a_hundred_thousand_bad_values_through_aliases_are_answered_at_once() ->
     dates = ",".join(["2026-01-01"] * 999)
     uses = ",".join(["*a"] * 99)
     text = f"jobs:\n  j:\n    every: 1m\n    python: m:f\n    args: [&a [{dates}], {uses}]\n"
-    start = time.perf_counter()
+    start = time.thread_time()  # the work, not the wait for a core on a busy machine
     found = problems(text)
-    assert time.perf_counter() - start < 1.0
+    assert time.thread_time() - start < 1.0
     assert len(found) == 1001
     assert found[0].message == "2026-01-01 is not a JSON value"
 

@@ -667,7 +667,7 @@ def test_enormous_headers_and_notify_maps_are_answered_at_once() -> None:
     # No bound of their own: the file's size (4 MiB) and the alias bound keep them small,
     # and each entry is checked once.
     headers = ", ".join(f"H{i}: v" for i in range(50_000))
-    start = time.perf_counter()
+    start = time.thread_time()  # the work, not the wait for a core on a busy machine
     cfg = loader.loads(notifier(f"webhook: https://h.example.com/x\nheaders: {{{headers}}}\n"))
     assert len(cfg.notifiers["ops"].headers) == 50_000
     named = "".join(f"  n{i}: {{command: p}}\n" for i in range(3000))
@@ -676,7 +676,7 @@ def test_enormous_headers_and_notify_maps_are_answered_at_once() -> None:
         f"notifiers:\n{named}jobs:\n  a: {{every: 1m, command: x, notify: {{{notify}}}}}\n"
     )
     assert len(found) == 1001  # the first 1,000, then one line that says so
-    assert time.perf_counter() - start < 3.0
+    assert time.thread_time() - start < 3.0
 
 
 def test_user_info_and_an_authorization_header_are_not_given_together() -> None:

@@ -192,13 +192,15 @@ def test_given_up_after_the_window_with_one_error_and_no_secret() -> None:
                                  headers=(("X-Token", SECRET),)),
                 "gone": notifier("gone", "webhook", f"http://u:{SECRET}@127.0.0.1:{down.port}/hook"),
             }  # fmt: skip
-            tunables = {**QUICK, "window": 0.4}
+            # A window of 1 s: room for a second try after a first one that a busy machine
+            # (the suite's own workers) makes slow.
+            tunables = {**QUICK, "window": 1.0}
             async with delivering(specs, events=events, results=results, **tunables) as d:
                 d.put(item("hook"))
                 d.put(item("gone"))
                 failed = await events.wait("notify.failed", 2)
                 await asyncio.sleep(0.3)
-            assert 2 <= len(server.requests()) <= 6  # backoff: 50, 100, 200 ms
+            assert 2 <= len(server.requests()) <= 8  # backoff: 50, 100, 200, 200... ms
         assert len(events.named("notify.failed")) == 2
         by_name = {f["notifier"]: f for f in failed}
         assert by_name["hook"] == {
@@ -350,14 +352,19 @@ def test_put_does_not_wait_for_a_slow_endpoint() -> None:
             async with delivering({"hook": hook}, events=events) as delivery:
                 delivery.put(item())
                 await server.arrived(1)  # the endpoint sleeps on it now
-                longest = 0.0
+                longest = longest_cpu = 0.0
                 for n in range(200):
-                    began = time.perf_counter()
+                    began, began_cpu = time.perf_counter(), time.thread_time()
                     delivery.put(item(n=n))
                     longest = max(longest, time.perf_counter() - began)
+                    longest_cpu = max(longest_cpu, time.thread_time() - began_cpu)
                     if n % 20 == 0:
                         await asyncio.sleep(0)  # let delivery take them, as the loop would
-        assert longest < 0.001  # microseconds in fact; a millisecond leaves room for CI
+        # Microseconds of work in fact (a millisecond leaves room for CI), counted in this
+        # thread's CPU time: on a busy machine a put may wait for a core, which is not
+        # crond's doing. And no wait on the endpoint, which answers after 2 s.
+        assert longest_cpu < 0.001
+        assert longest < 0.5
 
     go(main)
 

@@ -34,6 +34,9 @@ from tests.e2e.harness import eventually
 
 pytestmark = [
     pytest.mark.timeout(300),  # pip and pipx install from the package index
+    # Under `make test`'s workers (--dist loadgroup), this file's tests stay on one worker:
+    # the module's `image` is built once, not once per worker that runs one of its tests.
+    pytest.mark.xdist_group("packaging"),
     pytest.mark.skipif(os.geteuid() != 0, reason="the image's `install -o 10001` needs root"),
 ]
 

@@ -153,7 +153,8 @@ def _at(key: str | int, message: str, *, at_key: bool) -> PydanticCustomError:
 def check_apprise(written: str, environ: Mapping[str, str]) -> str:
     """An Apprise URL: the extra installed, and the URL one Apprise can use."""
     try:
-        apprise: Any = importlib.import_module("apprise")
+        with apprise_silenced():  # its first import logs too (its locale), in this thread
+            apprise: Any = importlib.import_module("apprise")
     except ImportError:
         raise PydanticCustomError(
             "crond",

@@ -118,6 +118,7 @@ class Soak:
         self.liveness = work / "liveness.json"
         self._lock = threading.Lock()
         self._done = threading.Event()
+        self._started = threading.Event()  # daemon.started was logged
         self._paused_since: float | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.exit_code: int | None = None
@@ -167,8 +168,21 @@ class Soak:
         tmp.write_text(schedule(variant, self.plan.jobs))
         tmp.replace(self.config)
 
+    def _wait_started(self, timeout: float = 30.0) -> bool:
+        """Whether the daemon logged daemon.started (False: it exited or took `timeout`).
+        Its signal handlers are set by then: a SIGHUP before would end it (the default
+        action), which a busy machine's slow start must not turn into a failed soak."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while not self._started.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                return False
+        return True
+
     def _drive(self) -> None:
         assert self.proc is not None
+        if not self._wait_started():
+            return  # the checks say what is missing
         began = time.monotonic()
         next_reload = began + self.plan.reload_every
         next_pause = began + self.plan.pause_every
@@ -215,7 +229,9 @@ class Soak:
     def _take(self, name: str, event: dict[str, object]) -> None:
         rec = self.record
         rec.events[name] += 1
-        if name == "job.output":
+        if name == "daemon.started":
+            self._started.set()
+        elif name == "job.output":
             for _, pid in _PIDS.findall(str(event.get("line", ""))[:64]):
                 rec.pids.add(int(pid))
         elif name == "job.started":

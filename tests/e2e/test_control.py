@@ -156,21 +156,25 @@ def test_a_pause_outlives_kill_9_and_a_for_pause_ends_by_itself(
 
 def test_the_limits_under_a_burst(tmp_path: Path, crond: list[Crond]) -> None:
     out = tmp_path / "starts"
+    # Every run holds its place until the test lets them go (not a fixed sleep that a
+    # busy machine could outlast before the trigger below is refused).
+    release = tmp_path / "release"
+    hold = f"while [ ! -e {release} ]; do sleep 0.05; done"
     f = write(
         tmp_path / "s.yaml",
         f"""
         daemon: {{max_running: 3}}
         jobs:
-          many: {{every: 1s, overlap: allow, max_running: 2, command: "echo x >> {out}; sleep 2.5"}}
-          a: {{every: 1s, command: "sleep 2.5"}}
-          b: {{every: 1s, command: "sleep 2.5"}}
+          many: {{every: 1s, overlap: allow, max_running: 2, command: "echo x >> {out}; {hold}"}}
+          a: {{every: 1s, command: "{hold}"}}
+          b: {{every: 1s, command: "{hold}"}}
         """,
     )
     state = tmp_path / "st"
     daemon = start(crond, f, state)
     daemon.wait_for("job.skipped", lambda e: e["reason"] == "max_running", timeout=10)
     daemon.wait_for("job.queued", timeout=10)
-    time.sleep(2)
+    time.sleep(2)  # two more seconds of slots against the limits
     ps = steer(f, state, "ps", "--json")
     running = [json.loads(line) for line in ps.stdout.splitlines()]
     assert len(running) <= 3  # the daemon's limit
@@ -178,6 +182,7 @@ def test_the_limits_under_a_burst(tmp_path: Path, crond: list[Crond]) -> None:
     refused = steer(f, state, "trigger", "many")
     assert refused.returncode == 1
     assert "max_running" in refused.stderr
+    release.touch()
     daemon.stop()
     peak = _peak(daemon)
     assert peak <= 3
