@@ -20,7 +20,7 @@ def own_state_dir(
     `$STATE_DIRECTORY` is the first place, and a chosen one (so the system daemon's
     directory is never looked in as a fallback); `$XDG_STATE_HOME` is the next, before
     the home directory; and CROND_DATABASE_URL and CROND_REPLICA are unset, so that a
-    test names its database itself (tests/test_locate.py checks all this)."""
+    test names its database itself (tests/store/test_locate.py checks all this)."""
     directory = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("STATE_DIRECTORY", str(directory))
     monkeypatch.setenv("XDG_STATE_HOME", str(directory / "xdg"))

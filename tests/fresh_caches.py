@@ -4,7 +4,7 @@ mutmut runs a mutant's tests in a process forked from one that has already run t
 suite on the unmutated code; an answer cached there would stand in for the mutant's own
 (warm caches hid five mutants once). So before every test, every lru_cache of crond's
 modules and every cache crond.when keeps in a module-level container is emptied
-(tests/test_caches.py checks that this list is complete). A test then also learns, in the
+(tests/when/test_caches.py checks that this list is complete). A test then also learns, in the
 run that maps tests to the functions they reach, every function it needs, not only
 those no earlier test had already cached.
 
@@ -53,4 +53,4 @@ def _cold_caches() -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The oracle's tests last: a mutant's run stops at its first failing test, and most
     mutants fail a quick one."""
-    items.sort(key=lambda item: item.nodeid.startswith("tests/test_timing_oracle.py"))
+    items.sort(key=lambda item: item.nodeid.startswith("tests/when/test_timing_oracle.py"))

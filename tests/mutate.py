@@ -41,8 +41,8 @@ CAUGHT = {"killed", "timeout", "segfault", "caught by type check"}
 
 @dataclass(frozen=True)
 class Survivor:
-    name: str  # mutmut's, e.g. crond.when.plan.x__due__mutmut_9
-    module: str  # plan
+    name: str  # mutmut's, e.g. crond.schedule.rules.x__due__mutmut_9
+    module: str  # rules
     function: str  # _due, or Schedule.put
     old: str  # the changed code, each side's lines stripped and joined
     new: str
@@ -51,13 +51,13 @@ class Survivor:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", nargs="*", default=[], help="modules, e.g. plan timing")
+    parser.add_argument("--only", nargs="*", default=[], help="modules, e.g. rules timing")
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir(), "crond-mutate"))
     parser.add_argument("--max-children", type=int, default=None)
     args = parser.parse_args(argv)
     work: Path = args.dir
     _copy_checkout(work)
-    names = [f"crond.when.{module}.*" for module in args.only]
+    names = [f"crond.{_package(module)}.{module}.*" for module in args.only]
     command = [sys.executable, "-m", "mutmut", "run", *names]
     if args.max_children:
         command += ["--max-children", str(args.max_children)]
@@ -110,8 +110,13 @@ def _results(work: Path) -> dict[str, str]:
     return found
 
 
+def _package(module: str) -> str:
+    """The package of a mutated module: the rules of a wake are crond.schedule's."""
+    return "schedule" if module in {"rules", "heap"} else "when"
+
+
 def _module(name: str) -> str:
-    """crond.when.plan.x__due__mutmut_9 -> plan"""
+    """crond.schedule.rules.x__due__mutmut_9 -> rules"""
     return name.split(".x", maxsplit=1)[0].rsplit(".", 1)[-1]
 
 

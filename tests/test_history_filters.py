@@ -13,7 +13,7 @@ from pathlib import Path
 from crond.run.output import TAIL_LINES
 from crond.store import base
 from crond.store import sqlite as state
-from tests.test_store_postgres import Opener, opener  # noqa: F401  (the fixture, both stores)
+from tests.store.test_postgres import Opener, opener  # noqa: F401  (the fixture, both stores)
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 CROND = str(Path(sys.executable).with_name("crond"))

@@ -4,7 +4,7 @@ Owns the cron grammar of docs/schedules.md (`*`, `a-b`, `*/n`, `a-b/n`, `n/s`, l
 names, macros) and the field facts the timing rules need (R2's day rule, R3's
 wildcard/fixed-time split). It parses by itself rather than through croniter: crond's
 messages name the field, the bad value and the allowed range, and croniter 7.0.0 reads a
-written equal range such as `5-5` as the whole field (see tests/test_timing_oracle.py for
+written equal range such as `5-5` as the whole field (see tests/when/test_timing_oracle.py for
 the comparison).
 """
 

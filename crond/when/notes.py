@@ -3,7 +3,7 @@ moved, dropped or repeated, and the warnings `crond validate` prints for fixed-t
 whose wall time falls into a gap or a repeat of their zone.
 
 The wording is part of the contract: docs/schedules.md lists every note, and the oracle of
-tests/test_timing_oracle.py builds its expected notes with these same functions.
+tests/when/test_timing_oracle.py builds its expected notes with these same functions.
 """
 
 from __future__ import annotations

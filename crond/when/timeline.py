@@ -9,7 +9,7 @@ docs/schedules.md) is timing.py's business.
 
 A zone's data is probed in chunks of 384 days, every 12 h; bisection finds each change to
 the second. That finds every offset change as long as changes are more than 12 h apart:
-in tzdata they are at least 95 h apart (tests/test_timing.py checks the installed data).
+in tzdata they are at least 95 h apart (tests/when/test_timing.py checks the installed data).
 """
 
 from __future__ import annotations

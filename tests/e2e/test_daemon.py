@@ -57,7 +57,7 @@ def test_a_job_never_starts_before_its_slot(tmp_path: Path, crond: list[Crond]) 
     """The loop wakes ~3 ms before a slot to plan and record its runs, and spawns them at
     the slot: `lag_ms` (taken just after the spawn returns) is never negative, and each
     run's own `date` comes after its own slot ($CROND_SLOT). (The fake-clock tests of
-    tests/test_loop.py pin the instant exactly.)"""
+    tests/daemon/test_loop.py pin the instant exactly.)"""
     stamps = tmp_path / "stamps"
     f = write(
         tmp_path / "s.yaml",

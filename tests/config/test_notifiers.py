@@ -21,7 +21,7 @@ from crond.config.loaded import NotifierSpec
 from crond.config.model import NotifyEvent
 from crond.config.problems import ConfigError, Problem
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 JOB = "jobs:\n  a: {every: 1m, command: x}\n"
 SECRET = "s3cr3t-T0KEN"  # what must never reach a message
 

@@ -15,7 +15,7 @@ from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.systemd import Systemd
 from crond.daemon.telling import Telling
-from tests.test_loop import FakeEffects
+from tests.daemon.test_loop import FakeEffects
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -1,6 +1,6 @@
 """The PostgreSQL store (crond/store/postgres.py) against a real server (tests/pg/).
 
-First the behaviours tests/test_state.py checks of SQLite, as one table of cases run
+First the behaviours tests/store/test_sqlite.py checks of SQLite, as one table of cases run
 against both stores (the `opener` fixture is parametrized); then what only replicas
 sharing a database have: claims raced from two threads (exactly one winner a slot, or one
 a copy for `replicas: all`), clusters kept apart, a dead replica's runs closed `lost` once
@@ -27,7 +27,7 @@ from crond.store import base, schema_pg
 from crond.store import sqlite as state
 from crond.store.pg_conn import scrub
 from crond.store.postgres import PostgresStore
-from tests.test_state import _Log, _recorder, _run
+from tests.store.test_sqlite import _Log, _recorder, _run
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 ALICE = '{"uid": 1000, "user": "alice", "pid": 4242}'
@@ -67,7 +67,7 @@ def _finish(store: base.Store, row: int, job: str, outcome: str, **kw: Any) -> N
                  output=[], **kw)  # fmt: skip
 
 
-# --- the cases of tests/test_state.py and tests/test_pauses.py, on both stores ----------
+# --- the cases of tests/store/test_sqlite.py and tests/daemon/test_pauses.py, both stores ---
 
 
 def test_start_and_finish_record_an_attempt(opener: Opener) -> None:

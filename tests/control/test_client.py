@@ -25,7 +25,7 @@ from click.testing import CliRunner, Result
 from crond.cli import main
 from crond.control import protocol, server
 from crond.control.server import Caller, Send
-from tests.test_control_server import capturing, nobody_python
+from tests.control.test_server import capturing, nobody_python
 
 CROND = str(Path(sys.executable).parent / "crond")
 Answer = Callable[[dict[str, Any], Send], Any]
@@ -438,7 +438,7 @@ def test_the_refusal_while_the_database_is_away_reads_as_the_docs_quote_it() -> 
     from crond.daemon.control import DATABASE_AWAY  # noqa: PLC0415
 
     said = "crond: " + DATABASE_AWAY.format(what="pause")
-    docs = Path(__file__).resolve().parent.parent / "docs"
+    docs = Path(__file__).resolve().parents[2] / "docs"
     for page in ("control.md", "replicas.md"):
         assert said in " ".join((docs / page).read_text().split()), page
     assert "`database.available`" in (docs / "running.md").read_text()

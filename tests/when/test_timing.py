@@ -22,7 +22,7 @@ from crond.when.timing import (
     jitter_offset,
     parse_cron,
 )
-from tests.test_timing_oracle import _tzif
+from tests.when.test_timing_oracle import _tzif
 
 
 def utc(text: str) -> datetime:

@@ -16,7 +16,7 @@ from crond.config.model import Output, Overlap
 from crond.config.problems import ConfigError, Problem
 from crond.when import timing
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def problems(text: str) -> list[Problem]:

@@ -16,7 +16,7 @@ from crond.daemon.cluster import Cluster, given_problems, replica_name
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
 from crond.store.base import ReplicaRow
-from tests.test_loop import Events, FakeEffects
+from tests.daemon.test_loop import Events, FakeEffects
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 

@@ -20,7 +20,7 @@ from crond.when.notes import (
     note_pass,
 )
 from crond.when.timeline import EPOCH
-from tests.test_timing_oracle import _tzif
+from tests.when.test_timing_oracle import _tzif
 
 
 def utc(text: str) -> datetime:

@@ -23,7 +23,7 @@ from crond.config.model import Replicas
 from crond.config.problems import ConfigError, Problem
 from tests.e2e.harness import Crond
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "hunter2-S3CRET"  # a password: must never reach a message
 JOB = "jobs:\n  a: {every: 1m, command: x}\n"
 NAME_RULE = "1 to 200 printable characters, without /"

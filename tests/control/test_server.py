@@ -422,7 +422,7 @@ def nobody_python() -> tuple[list[str], dict[str, str]]:
     system = Path("/usr/bin") / here
     if not system.exists():
         pytest.skip(f"no /usr/bin/{here} for another user to run")
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     paths = [str(root), *(p for p in sys.path if p.endswith("site-packages"))]
     env = {"PYTHONPATH": ":".join(paths), "PATH": "/usr/bin:/bin"}
     probe = subprocess.run(

@@ -16,7 +16,7 @@ import pytest
 from crond.when import notes, timeline
 from crond.when.timeline import EPOCH, Jump, Stretch
 from crond.when.timing import CronTiming, parse_cron
-from tests.test_timing_oracle import _tzif
+from tests.when.test_timing_oracle import _tzif
 
 
 def test_tzdata_transitions_are_far_enough_apart_for_the_probe() -> None:

@@ -28,7 +28,7 @@ from crond.config import durations, model
 from crond.daemon import liveness
 from tests.e2e.harness import eventually
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 UNIT = REPO / "systemd" / "crond-yaml.service"
 ROOT_DROPIN = REPO / "systemd" / "crond-root.conf"
 SYSUSERS = REPO / "systemd" / "sysusers.d" / "crond.conf"

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from crond.config.loaded import LoadedJob
 from crond.schedule.actions import Refusal
-from tests.test_loop import T0, harness
+from tests.daemon.test_loop import T0, harness
 
 
 class Database:
