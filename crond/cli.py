@@ -257,10 +257,10 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
             f"no job named {name} in {file} (jobs: {', '.join(cfg.jobs)})", param_hint="NAME"
         )
     from crond import logs  # noqa: PLC0415  (see the imports above)
-    from crond.daemon import lifecycle as daemon  # noqa: PLC0415  (see the imports above)
+    from crond.daemon import runjob  # noqa: PLC0415  (see the imports above)
 
     log = logs.configure(log_format, "info")
-    sys.exit(daemon.run_once(cfg.jobs[name], log))
+    sys.exit(runjob.run_once(cfg.jobs[name], log))
 
 
 @main.command()

@@ -27,9 +27,8 @@ from pydantic_core import PydanticCustomError
 
 from crond import ownership
 from crond.config import yamlsource
-from crond.config.problems import close_matches
 from crond.config.secrets import show_url
-from crond.config.wording import quote
+from crond.config.wording import close_matches, quote
 
 POSTGRES_EXTRA = "pip install 'crond[postgres]'"
 # The environment variable that gives the database in place of the file's (docs/

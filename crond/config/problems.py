@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from crond.config.wording import MAX_PROBLEMS, UNSAFE, escape, kind_of, show
+from crond.config.wording import MAX_PROBLEMS, UNSAFE, close_matches, escape, kind_of, show
 from crond.config.yamlsource import DUPLICATE
 
 if TYPE_CHECKING:
@@ -160,13 +160,6 @@ _FIELD_HINTS = {
     "headers": "a mapping of header names to text, e.g. headers: {X-Team: ops}",
     "metrics": "HOST:PORT, e.g. 127.0.0.1:9464",
 }
-
-
-def close_matches(word: str, choices: list[str], *, cutoff: float) -> list[str]:
-    """[The one of `choices` closest to `word`], or [] when none is close enough."""
-    import difflib  # noqa: PLC0415  (only to word a problem: ~1 ms of every start)
-
-    return difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
 
 
 def _said(value: Any, written: str | None) -> str:

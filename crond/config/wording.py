@@ -74,3 +74,10 @@ def kind_of(value: Any) -> str:
 # mapping of 600,000 duplicate keys): no one reads past the first screens, and finding,
 # wording and sorting them all would take seconds. The first this many are shown.
 MAX_PROBLEMS = 1000
+
+
+def close_matches(word: str, choices: list[str], *, cutoff: float) -> list[str]:
+    """[The one of `choices` closest to `word`], or [] when none is close enough."""
+    import difflib  # noqa: PLC0415  (only to word a problem: ~1 ms of every start)
+
+    return difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)

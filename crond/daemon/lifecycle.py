@@ -32,7 +32,7 @@ from crond.config import loader, problems
 from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.config.model import Overlap, Replicas
 from crond.control.server import socket_path
-from crond.daemon import reaper
+from crond.daemon import reaper, stores
 from crond.daemon import taken as socket_taken
 from crond.daemon.cluster import Cluster, database_url, given_problems, replica_name
 from crond.daemon.control import Steering
@@ -113,10 +113,10 @@ class Daemon:
         # events (database.*), so that a log shared by replicas tells them apart.
         self.named: dict[str, str] = {}
         if url is not None and replica is not None:  # replicas share the database's state
-            opener = _cluster_opener(url, cfg, replica)
+            opener = stores.cluster_opener(url, cfg, replica)
             self.named = {"replica": replica, "cluster": cfg.daemon.cluster}
         else:
-            opener = None if state_dir is None else _opener(state_dir)
+            opener = None if state_dir is None else stores.opener(state_dir)
         self.recorder = StoreRecorder(opener, log.bind(**self.named), clock, replica=replica)
         # The daemon is the loop's Effects: what the loop does goes through the methods
         # of "the loop's Effects" below, to the parts made here.
@@ -440,21 +440,6 @@ def _view_row(entry: Entry) -> ViewRow:
     return view_row(entry.name, job.settings.enabled, job.schedule_text, entry.next_fire)
 
 
-def _opener(directory: Path) -> Callable[[bool], Store]:
-    """How the recorder opens the store in `directory` (again, and `aside` when damaged)."""
-    return lambda aside: locate.open_store(directory, aside=aside)
-
-
-def _cluster_opener(url: str, cfg: LoadedConfig, replica: str) -> Callable[[bool], Store]:
-    """How the recorder opens the cluster's database (psycopg: imported only here)."""
-    from crond.store import postgres  # noqa: PLC0415  (the `postgres` extra: only when used)
-
-    daemon = cfg.daemon
-    return lambda _aside: postgres.PostgresStore.open(
-        url, cluster=daemon.cluster, replica=replica, replica_timeout=daemon.replica_timeout
-    )
-
-
 def _raise_fd_limit() -> None:
     """Each running job holds three descriptors (two pipes, a pidfd): systemd's default
     soft limit of 1,024 would cap crond at ~340 concurrent runs. Use the hard limit."""
@@ -462,39 +447,3 @@ def _raise_fd_limit() -> None:
     if hard == resource.RLIM_INFINITY or hard > soft:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def exit_status(result: runner.RunResult) -> int:
-    """A job's result as a process exit status, as shells and timeout(1) report them."""
-    if result.outcome is runner.Outcome.SUCCESS:
-        return 0
-    if result.outcome is runner.Outcome.TIMEOUT:
-        return 124
-    code = result.exit_code
-    if code is None:
-        return 1
-    return 128 - code if code < 0 else code
-
-
-def run_once(job: LoadedJob, log: FilteringBoundLogger) -> int:
-    """`crond run-job`: one run now (with its retries), as the daemon would; Ctrl-C stops it
-    as for a timeout, a second Ctrl-C kills it."""
-
-    async def main() -> int:
-        clock = SystemClock()
-        async with asyncio.TaskGroup() as tasks:  # the run's work is a task of this group
-            spec = runner.spec_for(job)
-            run = runner.start_run(spec, clock.now(), tasks=tasks, clock=clock, log=log)
-            aio = asyncio.get_running_loop()
-            stops = 0
-
-            def on_signal() -> None:
-                nonlocal stops
-                stops += 1
-                run.stop() if stops == 1 else run.kill()
-
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                aio.add_signal_handler(signum, on_signal)
-        return exit_status(await run.wait())  # done: the group has waited for it
-
-    return asyncio.run(main())

@@ -31,7 +31,7 @@ from structlog.typing import FilteringBoundLogger
 from crond.clock import FakeClock, SystemClock
 from crond.config.loaded import LoadedJob
 from crond.config.loader import loads
-from crond.daemon import lifecycle, reaper
+from crond.daemon import reaper, runjob
 from crond.run import process, procfs, runner
 from crond.run.output import LINE_LIMIT, RUN_LIMIT
 from crond.run.runner import Outcome, Run, RunResult, RunSpec
@@ -754,7 +754,7 @@ def test_many_runs_at_once() -> None:
 
 
 def test_run_job_drives_its_run_in_a_task_group_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`crond run-job` (lifecycle.run_once): while the job runs, every task but the main
+    """`crond run-job` (runjob.run_once): while the job runs, every task but the main
     one was made by a TaskGroup; SIGINT stops the job as for a timeout (128 + SIGTERM)."""
     made: set[asyncio.Task[Any]] = set()
     seen: list[set[asyncio.Task[Any]]] = []
@@ -772,7 +772,7 @@ def test_run_job_drives_its_run_in_a_task_group_of_its_own(monkeypatch: pytest.M
 
     monkeypatch.setattr(asyncio.TaskGroup, "create_task", recorded)
     rec = Recorder(on_event)
-    code = lifecycle.run_once(make_job(command="echo ready; exec sleep 300"), rec.log)
+    code = runjob.run_once(make_job(command="echo ready; exec sleep 300"), rec.log)
     assert code == 128 + signal.SIGTERM
     [tasks] = seen
     assert len(tasks - made) == 1  # the main task alone is no TaskGroup's
