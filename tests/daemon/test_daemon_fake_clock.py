@@ -1,0 +1,138 @@
+"""The whole daemon in this process on a FakeClock: the real `Daemon` (its loop, store,
+heartbeat, steering, notifications) and real child processes, with time moved by the test
+instead of slept through. Hours of schedule take well under a second; what these check
+was before only seen with the real binary and real waits (tests/e2e/).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, cast
+
+from structlog.typing import FilteringBoundLogger
+
+from crond.clock import FakeClock
+from crond.config import loader
+from crond.daemon import lifecycle
+from crond.store import sqlite
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+class Captured:
+    """A logger that keeps every event with its level and bound keys."""
+
+    def __init__(self, events: list[dict[str, Any]] | None = None, **bound: Any) -> None:
+        self.events: list[dict[str, Any]] = [] if events is None else events
+        self.bound = bound
+        self.changed = asyncio.Event()
+
+    def bind(self, **kw: Any) -> Captured:
+        child = Captured(self.events, **self.bound, **kw)
+        child.changed = self.changed
+        return child
+
+    def _add(self, level: str, event: str, **kw: Any) -> None:
+        self.events.append({"event": event, "level": level, **self.bound, **kw})
+        self.changed.set()
+
+    def info(self, event: str, **kw: Any) -> None:
+        self._add("info", event, **kw)
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self._add("warning", event, **kw)
+
+    def error(self, event: str, **kw: Any) -> None:
+        self._add("error", event, **kw)
+
+    def debug(self, event: str, **kw: Any) -> None:
+        self._add("debug", event, **kw)
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["event"] == name]
+
+    async def until(self, test: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Wait (in real time: real processes run) until `test()` holds."""
+        async with asyncio.timeout(timeout):
+            while not test():
+                self.changed.clear()
+                await self.changed.wait()
+
+
+@asynccontextmanager
+async def serving(
+    tmp_path: Path, text: str, clock: FakeClock
+) -> AsyncIterator[tuple[lifecycle.Daemon, Captured]]:
+    path = tmp_path / "schedules.yaml"
+    path.write_text(text)
+    cfg, digest = loader.load_file(path, strict=True)
+    log = Captured()
+    options = lifecycle.Options(state_dir=str(tmp_path / "state"))
+    daemon = lifecycle.Daemon(
+        path, cfg, options, cast(FilteringBoundLogger, log), clock, digest=digest
+    )
+    task = asyncio.create_task(daemon.serve())
+    try:
+        await log.until(lambda: bool(log.named("daemon.started")))
+        yield daemon, log
+    finally:
+        daemon._on_stop(signal.SIGTERM)  # as the signal would
+        clock.advance(timedelta(minutes=1))  # the drain's timers, if any
+        await asyncio.wait_for(task, 20)
+
+
+async def settle(clock: FakeClock, until: datetime, step: timedelta) -> None:
+    """Move time to `until` in steps, letting the daemon's loop run between them."""
+    while clock.now() < until:
+        clock.advance(min(step, until - clock.now()))
+        for _ in range(20):
+            await asyncio.sleep(0)
+
+
+async def test_a_pause_for_ends_by_itself_at_its_end_on_the_clock(tmp_path: Path) -> None:
+    """`crond pause --for 10m`: the slots of the ten minutes are passed over, the pause
+    ends by itself at its end (job.resumed, by null), and the next slot runs."""
+    clock = FakeClock(T0)
+    text = "jobs:\n  m: {every: 1m, command: 'true'}\n"
+    async with serving(tmp_path, text, clock) as (daemon, log):
+        daemon.loop.pause("m", T0 + timedelta(minutes=10, seconds=30))
+        await settle(clock, T0 + timedelta(minutes=10, seconds=31), timedelta(seconds=20))
+        await log.until(lambda: bool(log.named("job.resumed")))
+        assert log.named("job.started") == []
+        assert [(e["job"], e["by"], e["skipped"]) for e in log.named("job.resumed")] == [
+            ("m", None, 10)
+        ]
+        await settle(clock, T0 + timedelta(minutes=11), timedelta(seconds=20))
+        await log.until(lambda: bool(log.named("job.finished")))
+        started = log.named("job.started")
+        assert [e["slot"] for e in started] == ["2026-03-01T12:11:00Z"]
+
+
+async def test_after_three_hours_down_a_catch_up_job_runs_its_latest_slot_once(
+    tmp_path: Path,
+) -> None:
+    """The store says the job's last slot was three hours ago: the daemon, started now,
+    runs the latest missed slot at once as a catch-up (job.caught_up, skipped 2), then
+    goes on with the schedule — without a single real sleep."""
+    store = sqlite.SqliteStore(tmp_path / "state")
+    store.update_view([], [("h", T0 - timedelta(hours=3))])
+    store.close()
+    clock = FakeClock(T0 + timedelta(minutes=5))
+    text = "jobs:\n  h: {every: 1h, grace: 1m, catchup: latest, command: 'true'}\n"
+    async with serving(tmp_path, text, clock) as (_, log):
+        await log.until(lambda: bool(log.named("job.finished")))
+        assert [(e["slot"], e["skipped"]) for e in log.named("job.caught_up")] == [
+            ("2026-03-01T12:00:00Z", 2)
+        ]
+        await settle(clock, T0 + timedelta(hours=2, seconds=1), timedelta(minutes=10))
+        await log.until(lambda: len(log.named("job.finished")) == 3)
+        assert [e["slot"] for e in log.named("job.started")] == [
+            "2026-03-01T12:00:00Z",
+            "2026-03-01T13:00:00Z",
+            "2026-03-01T14:00:00Z",
+        ]
