@@ -384,7 +384,7 @@ class Delivery:
                 return
             # Closing, a retry after the grace stays queued: kept in the outbox for the
             # next daemon, or counted as dropped.
-            entry.due = asyncio.get_running_loop().time() + delay
+            entry.due = self.clock.monotonic() + delay
             heapq.heappush(self._timers, entry.due)
             lane.retrying.append(entry)
             # The first failure of a notification is said at warning level: a dead or

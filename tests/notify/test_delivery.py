@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -15,12 +16,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crond.clock import SystemClock
+from crond.clock import FakeClock, SystemClock
 from crond.config.loaded import NotifierSpec
 from crond.notify import command
 from crond.notify.delivery import Delivery
@@ -663,5 +665,43 @@ def test_aclose_ends_quickly_when_all_is_sent() -> None:
             await task
             assert time.monotonic() - began < 2
             assert len(server.requests()) == 1
+
+    go(main)
+
+
+def test_the_default_five_minute_window_on_a_fake_clock() -> None:
+    """Delivery's retries and window are the clock's: with the defaults (1 s doubling to
+    60 s, for 5 minutes), a dead endpoint is tried at 0, 1, 3, 7, 15, 31, 63, 123, 183,
+    243 s of a fake clock, then given up once — in well under a second of real time."""
+
+    async def main() -> None:
+        clock = FakeClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
+        events = Events()
+        with NotifyServer() as server:
+            server.answer(status=503)
+            specs = {"hook": notifier("hook", "webhook", f"{server.url}/hook")}
+            async with delivering(specs, events=events, clock=clock) as d:
+
+                async def settled() -> None:  # the tries going are real requests
+                    async with asyncio.timeout(10):
+                        for _ in range(5):
+                            await asyncio.sleep(0)
+                        while d._flying:
+                            await asyncio.sleep(0.001)
+
+                d.put(item("hook", created=clock.now().timestamp()))
+                await settled()
+                tries = [0]
+                for second in range(1, 301):
+                    clock.advance(timedelta(seconds=1))
+                    await settled()
+                    if len(server.requests()) > len(tries):
+                        tries.append(second)
+                failed = await events.wait("notify.failed", 1)
+        assert tries[:4] == [0, 1, 3, 7]
+        assert all(b - a <= 61 for a, b in itertools.pairwise(tries))
+        assert tries[-1] <= 300
+        assert len(failed) == 1
+        assert failed[0]["error"] == "HTTP 503"
 
     go(main)
