@@ -75,7 +75,7 @@ class Options:
     replica: str | None = None  # this replica's name (with daemon.database)
 
 
-class Daemon:
+class Service:
     """`crond run` once the file is loaded: serves its jobs until a stop signal, reloads
     the file on SIGHUP, records the runs in the state store."""
 
@@ -418,7 +418,7 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
         print(f"crond: {taken[0]}", file=sys.stderr)
         log.error("control.taken", path=str(control), pid=taken[1], error=taken[0])
         return 1
-    return asyncio.run(Daemon(path, cfg, options, log, SystemClock(), digest=digest).serve())
+    return asyncio.run(Service(path, cfg, options, log, SystemClock(), digest=digest).serve())
 
 
 async def _read(

@@ -26,6 +26,8 @@ from crond.schedule.actions import NO_CLAIMS, Action, Queued, Replace, Resumed, 
 from crond.schedule.core import TRIGGER_REFUSED, Core
 from crond.schedule.heap import ConfigDiff
 
+Resume = Mapping[str, datetime] | None  # the cursors a previous daemon left
+
 __all__ = ["ConfigDiff", "Effects", "Gate", "Loop", "Pending", "RunHandle"]
 
 
@@ -45,13 +47,10 @@ class Loop(Generic[R]):
         self._wake = asyncio.Event()
         self._stopping = False
 
-    def load(
-        self, jobs: Mapping[str, LoadedJob], resume: Mapping[str, datetime] | None = None
-    ) -> ConfigDiff:
+    def load(self, jobs: Mapping[str, LoadedJob], resume: Resume = None) -> ConfigDiff:
         """Swap in a new set of jobs (`Core.load`); running runs are never interrupted."""
-        diff = self.core.load(jobs, self.clock.now(), resume)
         self._wake.set()
-        return diff
+        return self.core.load(jobs, self.clock.now(), resume)
 
     def limit(self, max_running: int | None) -> None:
         """The daemon's limit of runs going at once (None: none); set at each load."""
@@ -124,9 +123,6 @@ class Loop(Generic[R]):
     def stop(self) -> None:
         """Start no new run from now on."""
         self._stopping = True
-        self._wake.set()
-
-    def wake(self) -> None:
         self._wake.set()
 
     async def _sleep(self, now: datetime, beat_in: float) -> None:

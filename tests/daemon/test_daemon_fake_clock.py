@@ -7,6 +7,7 @@ was before only seen with the real binary and real waits (tests/e2e/).
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -67,13 +68,13 @@ class Captured:
 @asynccontextmanager
 async def serving(
     tmp_path: Path, text: str, clock: FakeClock
-) -> AsyncIterator[tuple[lifecycle.Daemon, Captured]]:
+) -> AsyncIterator[tuple[lifecycle.Service, Captured]]:
     path = tmp_path / "schedules.yaml"
     path.write_text(text)
     cfg, digest = loader.load_file(path, strict=True)
     log = Captured()
     options = lifecycle.Options(state_dir=str(tmp_path / "state"))
-    daemon = lifecycle.Daemon(
+    daemon = lifecycle.Service(
         path, cfg, options, cast(FilteringBoundLogger, log), clock, digest=digest
     )
     task = asyncio.create_task(daemon.serve())
@@ -136,3 +137,27 @@ async def test_after_three_hours_down_a_catch_up_job_runs_its_latest_slot_once(
             "2026-03-01T13:00:00Z",
             "2026-03-01T14:00:00Z",
         ]
+
+
+async def test_the_liveness_goes_stale_while_the_loop_does_not_beat(tmp_path: Path) -> None:
+    """/healthz and `crond health` judge by the last beat: with the loop held (time moved
+    on and the loop not let run), it is stale after three heartbeats and a second; at the
+    loop's next turn it beats, and it is fresh again — on the clock, no real waiting."""
+    clock = FakeClock(T0)
+    liveness = tmp_path / "live.json"
+    text = (
+        f"daemon: {{heartbeat: 2s, liveness_file: {liveness}}}\n"
+        "jobs:\n  h: {every: 1h, command: 'true'}\n"
+    )
+    async with serving(tmp_path, text, clock) as (daemon, _):
+        await settle(clock, T0 + timedelta(seconds=4), timedelta(seconds=1))
+        assert daemon.heartbeat.fresh()
+        clock.advance(timedelta(seconds=6))  # three heartbeats: still within the second
+        assert daemon.heartbeat.fresh()
+        clock.advance(timedelta(seconds=2))  # the loop held past 3 x 2 s + 1 s: stale
+        assert not daemon.heartbeat.fresh()
+        written = json.loads(liveness.read_text())["updated_at"]
+        for _ in range(20):  # the loop's turn: it wakes, beats, writes the file
+            await asyncio.sleep(0)
+        assert daemon.heartbeat.fresh()
+        assert json.loads(liveness.read_text())["updated_at"] > written
