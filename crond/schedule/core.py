@@ -154,21 +154,9 @@ class Core:
         due = self.schedule.pop_due(now + lead)
         at = max([now, *(entry.next_fire.at for entry in due if entry.next_fire is not None)])
         decisions, moved = self._decide(due, at, going)
-        if drained:  # a replace job's newer slot replaces its run that waited (never two)
-            newer = {d.job for d in decisions if d.start is not None and d.replace}
-            missed += [
-                (j, self.schedule.missed(j.name, s, "queue")) for j, s in drained if j.name in newer
-            ]
-            drained = [(job, slot) for job, slot in drained if job.name not in newer]
-        retried: list[tuple[LoadedJob, datetime]] = []
-        if self.unclaimed:
-            # never an older slot after a newer one: a newer start of the job, due or
-            # leaving the queue, makes its waiting start missed
-            newer = {d.job for d in decisions if d.start is not None}
-            newer.update(job.name for job, _ in drained)
-            retried, more = self.unclaimed.due(now, newer, self.pauses)
-            missed += more
-            retried = self._room_for(retried, total + len(drained), first)
+        drained, retried = self._waited(
+            now, decisions, drained, missed=missed, first=first, total=total
+        )
         first += [Tell(job, d) for job, d in missed]
         proposal = Proposal(now, at, [], [], first, drained, retried, due, decisions, moved=moved)
         proposal.running = total + len(drained) + len(retried)
@@ -178,18 +166,35 @@ class Core:
         proposal.held = self.queue.hold(
             decisions, lambda d: bool(d.replace and running.get(d.job)), proposal.running
         )
-        proposal.starts = (
-            drained
-            + retried
-            + [
-                (entry.job, d.start)
-                for i, (entry, d) in enumerate(zip(due, decisions, strict=True))
-                if d.start is not None and i not in proposal.replacing and i not in proposal.held
-            ]
-        )
-        told = [*(d for _, d in missed), *decisions]
-        proposal.told = [key for d in told if (key := _told(d)) is not None]
+        _to_claim(proposal, missed)
         return proposal
+
+    def _waited(
+        self,
+        now: datetime,
+        decisions: list[Decision],
+        drained: list[tuple[LoadedJob, datetime]],
+        *,
+        missed: list[Missed],
+        first: list[Action],
+        total: int,
+    ) -> tuple[list[tuple[LoadedJob, datetime]], list[tuple[LoadedJob, datetime]]]:
+        """Of the runs that waited (in the queue, drained; for the database, retried now),
+        those that start at this wake; the others are `missed` (a newer start of their
+        job at this wake: never two, never an older slot after a newer one) or wait on."""
+        if drained:  # a replace job's newer slot replaces its run that waited
+            newer = {d.job for d in decisions if d.start is not None and d.replace}
+            missed += [
+                (j, self.schedule.missed(j.name, s, "queue")) for j, s in drained if j.name in newer
+            ]
+            drained = [(job, slot) for job, slot in drained if job.name not in newer]
+        if not self.unclaimed:
+            return drained, []
+        newer = {d.job for d in decisions if d.start is not None}
+        newer.update(job.name for job, _ in drained)
+        retried, more = self.unclaimed.due(now, newer, self.pauses)
+        missed += more
+        return drained, self._room_for(retried, total + len(drained), first)
 
     def settle(self, proposal: Proposal, claims: Claims = NO_CLAIMS) -> list[Action]:
         """The actions of a proposed wake, given the store's answer for its claims."""
@@ -341,3 +346,20 @@ TRIGGER_REFUSED: dict[Refusal, str] = {
     "busy": "{name} has a run going on another replica and overlap: skip",
     "database": "the database is unavailable, and no run starts without a claim",
 }
+
+
+def _to_claim(proposal: Proposal, missed: list[Missed]) -> None:
+    """What a proposal asks the store: the starts to record (claim) before any spawn,
+    and the told slots (missed, skipped) another replica may tell of instead."""
+    held, replacing = proposal.held, proposal.replacing
+    proposal.starts = [
+        *proposal.drained,
+        *proposal.retried,
+        *(
+            (entry.job, d.start)
+            for i, (entry, d) in enumerate(zip(proposal.due, proposal.decisions, strict=True))
+            if d.start is not None and i not in replacing and i not in held
+        ),
+    ]
+    told = [*(d for _, d in missed), *proposal.decisions]
+    proposal.told = [key for d in told if (key := _told(d)) is not None]
