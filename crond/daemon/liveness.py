@@ -99,9 +99,9 @@ def check(path: Path, now: datetime, max_age: timedelta | None) -> Health:
             f"{path}: stopped: the daemon (pid {payload.get('pid')}) stopped cleanly at "
             f"{payload['updated_at']}",
         )
-    where = (
-        f"pid {payload.get('pid')}, {payload.get('jobs')} jobs, {payload.get('running')} running"
-    )
+    jobs = payload.get("jobs")
+    where = f"pid {payload.get('pid')}, {jobs} job{'' if jobs == 1 else 's'}, "
+    where += f"{payload.get('running')} running"
     if age > max_age:
         return Health(
             False,
