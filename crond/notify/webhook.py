@@ -52,7 +52,11 @@ async def post(
 
     sent = [("content-type", content_type), *headers]
     try:
-        response = await client.post(url, content=content, headers=sent)
+        # The answer's status and headers only: its body is never read (an endpoint that
+        # answers without end must cost nothing; docs/operations.md, "Security"), and the
+        # connection is closed, not drained.
+        async with client.stream("POST", url, content=content, headers=sent) as response:
+            status, answered = response.status_code, response.headers
     except (httpx.InvalidURL, httpx.UnsupportedProtocol):
         raise SendError("not a URL an HTTP request can go to", retry=False) from None
     except httpx.TimeoutException:
@@ -60,11 +64,10 @@ async def post(
         raise SendError(f"timed out after {seconds:g}s ({_endpoint(url)})") from None
     except httpx.HTTPError as exc:
         raise SendError(_failure(exc, url)) from None
-    status = response.status_code
     if 200 <= status < 300:
         return
     retry = status >= 500 or status in _RETRIED_STATUSES
-    raise SendError(f"HTTP {status}", retry=retry, after=retry_after(response.headers))
+    raise SendError(f"HTTP {status}", retry=retry, after=retry_after(answered))
 
 
 def retry_after(headers: httpx.Headers) -> float | None:

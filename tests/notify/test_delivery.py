@@ -705,3 +705,30 @@ def test_the_default_five_minute_window_on_a_fake_clock() -> None:
         assert failed[0]["error"] == "HTTP 503"
 
     go(main)
+
+
+def test_an_endpoint_that_answers_without_end_costs_nothing() -> None:
+    """A hostile webhook answers 200 and then a body that never ends: the POST is done at
+    the status line (the body is never read), and the connection is dropped."""
+
+    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        chunk = b"x" * 65536
+        with contextlib.suppress(ConnectionError):
+            while True:  # until crond hangs up
+                writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                await writer.drain()
+
+    async def main() -> None:
+        server = await asyncio.start_server(endless, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        events, results = Events(), list[tuple[str, str]]()
+        specs = {"hook": notifier("hook", "webhook", f"http://127.0.0.1:{port}/hook")}
+        async with server, delivering(specs, events=events, results=results) as d:
+            d.put(item("hook"))
+            sent = await events.wait("notify.sent", 1, timeout=5)
+        assert sent[0]["notifier"] == "hook"
+        assert results == [("hook", "sent")]
+
+    go(main)
