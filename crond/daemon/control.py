@@ -25,8 +25,9 @@ from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, iso_utc
 from crond.config import problems
+from crond.control.callers import Caller
 from crond.control.protocol import ControlError, ok
-from crond.control.server import Caller, ControlServer, Send
+from crond.control.server import ControlServer, Send
 from crond.daemon.cluster import Cluster
 from crond.daemon.loop import Loop, Pending
 from crond.daemon.recorder import FAILED, StoreRecorder
@@ -77,11 +78,11 @@ class Steering:
         logged (`control.failed`) and the daemon runs on without it."""
         if path is None:
             return
-        from crond.control import server  # noqa: PLC0415  (only when on)
+        from crond.control import server, socketfile  # noqa: PLC0415  (only when on)
 
         try:
             self._server = await server.serve(path, self, log=self.log)
-        except server.SocketRefused as exc:
+        except socketfile.SocketRefused as exc:
             self.log.error("control.failed", path=str(path), error=str(exc))
             return
         except OSError as exc:  # its directory cannot be made or reached

@@ -24,7 +24,8 @@ from click.testing import CliRunner, Result
 
 from crond.cli import main
 from crond.control import protocol, server
-from crond.control.server import Caller, Send
+from crond.control.callers import Caller
+from crond.control.server import Send
 from tests.control.test_server import capturing, nobody_python
 
 CROND = str(Path(sys.executable).parent / "crond")
