@@ -41,7 +41,8 @@ import structlog
 from common import row, summary, verdict
 
 from crond.control import client, protocol, server
-from crond.control.server import Caller, Send
+from crond.control.callers import Caller
+from crond.control.server import Send
 
 TARGET_MS = 1.0
 TARGET_OVER_FLOOR_S = 0.1

@@ -4,20 +4,13 @@ each command does is the daemon's (a `Handler`); this module is the door: who ma
 in, and that nobody can hold it open, flood it or crash it. The protocol is in
 crond/control/protocol.py.
 
-crond runs as root, so the socket is made with care (docs/operations.md, "Security"):
-
-- its directory is reached as crond/ownership.py reaches the state store's (as root,
-  every directory on the way is one only root can change), held open, and the socket is
-  created, checked and removed relative to that descriptor: no link planted on the way
-  or at the path is ever followed;
-- at the path, a socket no daemon answers on (a dead one's) is replaced; a live one, or
-  anything that is not a socket (a file, a link), is refused with a message that says so;
-- it is bound under a umask that makes it no more open than 0660, then made 0660: the
-  daemon's user and group may connect, nobody else can;
-- each connection's credentials (SO_PEERCRED) are checked again: root, the daemon's own
-  user and members of the socket's group (the caller's groups read from
-  /proc/PID/status as well as its primary group) are served; anyone else is answered
-  `forbidden` and logged as `control.refused`.
+crond runs as root, so who may come in is checked twice (docs/operations.md, "Security"):
+the socket's file is made 0660 in a directory only root can change, without following
+anything planted on the way (crond/control/socketfile.py); and each connection's
+credentials (crond/control/callers.py) are checked again: root, the daemon's own user and
+members of the socket's group (the caller's groups read from /proc/PID/status as well as
+its primary group) are served; anyone else is answered `forbidden` and logged as
+`control.refused`.
 
 Everything a client can make it do is bounded: a request line of at most 64 KiB, sent
 within `read_timeout` of the connection (else closed without a word); at most
@@ -31,21 +24,14 @@ the loop.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import os
-import pwd
-import socket
-import stat
-import struct
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from crond import ownership
-from crond.control import protocol, where
+from crond.control import callers, protocol, socketfile, where
+from crond.control.callers import Caller
 from crond.control.protocol import ControlError
 
 if TYPE_CHECKING:
@@ -54,48 +40,23 @@ if TYPE_CHECKING:
     from crond.config.loaded import LoadedConfig
 
 __all__ = [
-    "Caller",
     "ClientGone",
     "ControlError",
     "ControlServer",
     "Handler",
     "Send",
-    "SocketRefused",
     "serve",
     "socket_path",
 ]
 
-MODE = 0o660
 READ_TIMEOUT = 5.0
 WRITE_TIMEOUT = 10.0
 MAX_CONNECTIONS = 16
-_UMASK = 0o117  # never more open than 0660, even for the instant after bind()
-_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
-_MAX_STATUS = 64 * 1024  # bytes of /proc/PID/status read: it is about 1.5 KB
-_UNIX_PATH_MAX = 107  # sun_path, less its terminating NUL
 
 
 class ClientGone(Exception):  # noqa: N818  (a fact about the caller, not a failure)
     """`send` to a caller that is gone or did not take its replies within the write
     timeout: stop sending; the run goes on."""
-
-
-class SocketRefused(Exception):  # noqa: N818  (a verdict to show, like FileRefused)
-    """The socket cannot be made at that path; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is on the other end (SO_PEERCRED, taken at connect)."""
-
-    uid: int
-    gid: int
-    pid: int
-    user: str | None  # from pwd; None when the uid has no name
-
-    def by(self) -> dict[str, object]:
-        """For the events that say who did what."""
-        return {"uid": self.uid, "user": self.user, "pid": self.pid}
 
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -126,10 +87,10 @@ async def serve(
     write_timeout: float = WRITE_TIMEOUT,
 ) -> ControlServer:
     """Make the socket at `path` and serve `handler` on it until `aclose`. Raises
-    SocketRefused (the message names the path)."""
-    directory, name = _open_parent(path)
+    socketfile.SocketRefused (the message names the path)."""
+    directory, name = socketfile.open_parent(path)
     try:
-        sock, made = _bind(path, directory, name)
+        sock, made = socketfile.bind(path, directory, name)
     except BaseException:
         os.close(directory)
         raise
@@ -141,7 +102,7 @@ async def serve(
         )
     except BaseException:
         sock.close()
-        _unlink_if(directory, name, made)
+        socketfile.unlink_if(directory, name, made)
         os.close(directory)
         raise
     return ControlServer(server, doors, path)
@@ -167,104 +128,8 @@ class ControlServer:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self._server.wait_closed()
-        _unlink_if(self._doors.directory, self._doors.name, self._doors.made)
+        socketfile.unlink_if(self._doors.directory, self._doors.name, self._doors.made)
         os.close(self._doors.directory)
-
-
-# --- making the socket ---------------------------------------------------------------------
-
-
-def _open_parent(path: Path) -> tuple[int, str]:
-    """An O_PATH descriptor of the socket's directory (made 0700 when missing; as root,
-    a directory only root can change) and the socket's name in it."""
-    parent, name = path.parent, path.name
-    if not name or name in (".", ".."):
-        raise SocketRefused(f"{path}: not a file name for a socket")
-    with contextlib.suppress(FileExistsError, FileNotFoundError):
-        parent.mkdir(mode=0o700)  # one level, as the state store's own directory
-    try:
-        directory = ownership.open_directory(parent)
-    except OSError as exc:
-        raise SocketRefused(f"control socket {path}: {exc.strerror or exc}") from None
-    if len(_via(directory, name).encode()) > _UNIX_PATH_MAX:
-        os.close(directory)
-        raise SocketRefused(f"control socket {path}: the name {name!r} is too long for a socket")
-    return directory, name
-
-
-def _via(directory: int, name: str) -> str:
-    """A path to `name` in the held directory that does not go through the directory's
-    path again (which someone may have changed since it was checked)."""
-    return f"/proc/self/fd/{directory}/{name}"
-
-
-def _bind(path: Path, directory: int, name: str) -> tuple[socket.socket, os.stat_result]:
-    """The listening socket, bound at `name`, 0660; and its stat, to know it later."""
-    _clear(path, directory, name)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-    try:
-        old = os.umask(_UMASK)
-        try:
-            sock.bind(_via(directory, name))
-        finally:
-            os.umask(old)
-        made = os.stat(name, dir_fd=directory, follow_symlinks=False)
-        os.chmod(name, MODE, dir_fd=directory)
-        sock.listen(64)
-        sock.setblocking(False)
-    except OSError as exc:
-        sock.close()
-        raise SocketRefused(f"control socket {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        sock.close()
-        raise
-    return sock, made
-
-
-def _clear(path: Path, directory: int, name: str) -> None:
-    """Nothing at `name`, or a dead daemon's socket (removed). Raises SocketRefused."""
-    try:
-        st = os.stat(name, dir_fd=directory, follow_symlinks=False)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(st.st_mode):
-        raise SocketRefused(
-            f"control socket {path}: there is {_kind(st.st_mode)} at that path, not a socket, "
-            "and crond will not replace it (remove it, or set daemon.control_socket)"
-        )
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-    try:
-        probe.settimeout(1.0)
-        probe.connect(_via(directory, name))
-    except ConnectionRefusedError:  # nobody listens: a dead daemon's
-        os.unlink(name, dir_fd=directory)
-        return
-    except OSError as exc:
-        raise SocketRefused(f"control socket {path}: {exc.strerror or exc}") from None
-    finally:
-        probe.close()
-    raise SocketRefused(
-        f"control socket {path}: another crond is listening on it (give each daemon its own "
-        "daemon.control_socket or state_dir)"
-    )
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    return "something"
-
-
-def _unlink_if(directory: int, name: str, made: os.stat_result) -> None:
-    """Remove the socket at `name` if it is still the one this server made."""
-    with contextlib.suppress(OSError):
-        st = os.stat(name, dir_fd=directory, follow_symlinks=False)
-        if (st.st_dev, st.st_ino) == (made.st_dev, made.st_ino):
-            os.unlink(name, dir_fd=directory)
 
 
 # --- serving -------------------------------------------------------------------------------
@@ -323,7 +188,7 @@ class _Doors:
             return
         if line is None:
             return
-        caller = await _caller(reply.writer)
+        caller = await callers.caller_of(reply.writer)
         try:
             request = protocol.parse_request(line)
         except ControlError as exc:
@@ -374,7 +239,7 @@ class _Doors:
             group = os.stat(self.name, dir_fd=self.directory, follow_symlinks=False).st_gid
         except OSError:
             group = self.made.st_gid
-        return caller.gid == group or group in _groups(caller.pid)
+        return caller.gid == group or group in callers.groups(caller.pid)
 
 
 class _Reply:
@@ -433,60 +298,6 @@ async def _read_line(reader: asyncio.StreamReader) -> bytes | None:
     if len(line) > protocol.MAX_LINE:
         raise too_long
     return line if line.strip() else None
-
-
-async def _caller(writer: asyncio.StreamWriter) -> Caller:
-    sock = writer.get_extra_info("socket")
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-    pid, uid, gid = _PEERCRED.unpack(raw)
-    return Caller(uid=uid, gid=gid, pid=pid, user=await _user_name_of(uid))
-
-
-# NSS may ask a network service (LDAP, sssd) that hangs: user names are looked up in a
-# thread of their own (never the default executor, which a reload's read of the file
-# needs), for 2 s at most, and remembered a minute.
-_NAMES: concurrent.futures.ThreadPoolExecutor | None = None
-_NAMES_SEEN: dict[int, tuple[float, str | None]] = {}
-_NAME_TTL_S = 60.0
-
-
-async def _user_name_of(uid: int) -> str | None:
-    global _NAMES  # noqa: PLW0603  (one lookup thread for the process, made when first needed)
-    now = time.monotonic()
-    seen = _NAMES_SEEN.get(uid)
-    if seen is not None and now - seen[0] < _NAME_TTL_S:
-        return seen[1]
-    if _NAMES is None:
-        _NAMES = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="crond-nss")
-    try:
-        looked_up = asyncio.get_running_loop().run_in_executor(_NAMES, _user_name, uid)
-        user = await asyncio.wait_for(looked_up, 2.0)
-    except TimeoutError:
-        return None  # not remembered: the next caller tries again
-    if len(_NAMES_SEEN) >= 256:
-        _NAMES_SEEN.clear()
-    _NAMES_SEEN[uid] = (now, user)
-    return user
-
-
-def _user_name(uid: int) -> str | None:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return None
-
-
-def _groups(pid: int) -> frozenset[int]:
-    """The supplementary groups of process `pid` (none when it cannot be read: gone)."""
-    try:
-        with Path(f"/proc/{pid}/status").open("rb") as f:
-            text = f.read(_MAX_STATUS)
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith(b"Groups:"):
-            return frozenset(int(g) for g in line[7:].split() if g.isdigit())
-    return frozenset()
 
 
 async def _until_eof(reader: asyncio.StreamReader) -> None:

@@ -2,9 +2,9 @@
 `pause`, `resume`, `reload`, between the socket's server (crond/control/server.py) and the loop.
 
 Each answer is worked out on the loop's own thread, in a few microseconds, and logged
-with who asked (`by`: the caller's uid, user and pid from the socket's credentials). A
-pause is kept in the state store (so it outlives reloads and restarts) and in the loop
-(which starts no scheduled run of a paused job, and wakes when a pause runs out).
+with who asked (`by`: the caller's uid, user and pid from the socket's credentials).
+A pause or resume is checked here (the jobs are the file's, the instant is one) and
+carried out by the daemon's Pausing (crond/daemon/pausing.py).
 `trigger --wait` follows the run's output lines as they are logged and sends them on;
 a caller that stops reading is dropped by the server, never waited for.
 """
@@ -14,37 +14,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, iso_utc
 from crond.config import problems
+from crond.control.callers import Caller
 from crond.control.protocol import ControlError, ok
-from crond.control.server import Caller, ControlServer, Send
+from crond.control.server import ControlServer, Send
 from crond.daemon.cluster import Cluster
 from crond.daemon.loop import Loop, Pending
-from crond.daemon.recorder import FAILED, StoreRecorder
+from crond.daemon.pausing import Pausing
 from crond.run import runner
-from crond.store.base import PauseRow, Replicated, Store
 
 # A pause's until: an instant crond can store and show (a pause for longer than that is
 # one `until resumed`).
 _EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 _LATEST = datetime(2200, 1, 1, tzinfo=UTC)
-T = TypeVar("T")
 STREAM_BACKLOG = 1000  # lines of a waited-for run queued for a caller that reads slowly
-# A pause or resume refused while the database is away, as docs/control.md and
-# docs/replicas.md quote it: the event it names is in every replica's log, with no setting.
-DATABASE_AWAY = (
-    "the cluster's database is unavailable: a {what} applies to every replica and is kept "
-    "there; try again when it answers (the daemon logs database.available then)"
-)
 
 
 class Steering:
@@ -56,8 +48,7 @@ class Steering:
         log: FilteringBoundLogger,
         clock: Clock,
         loop: Loop[runner.Run],
-        recorder: StoreRecorder,
-        on_paused: Callable[[str, bool], None] | None = None,
+        pausing: Pausing,
         cluster: Cluster | None = None,
         reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
@@ -65,9 +56,7 @@ class Steering:
         self.cluster = cluster  # a replica's: ps and kill reach the other replicas
         self.clock = clock
         self.loop = loop
-        self.recorder = recorder
-        # Told (job, paused) whenever a pause begins or ends (the metrics' crond_job_paused).
-        self.on_paused = on_paused
+        self.pausing = pausing
         self._server: ControlServer | None = None
         # `reload`: the daemon's reload, as SIGHUP's, answering its outcome (lifecycle.py).
         self.reload = reload
@@ -77,11 +66,11 @@ class Steering:
         logged (`control.failed`) and the daemon runs on without it."""
         if path is None:
             return
-        from crond.control import server  # noqa: PLC0415  (only when on)
+        from crond.control import server, socketfile  # noqa: PLC0415  (only when on)
 
         try:
             self._server = await server.serve(path, self, log=self.log)
-        except server.SocketRefused as exc:
+        except socketfile.SocketRefused as exc:
             self.log.error("control.failed", path=str(path), error=str(exc))
             return
         except OSError as exc:  # its directory cannot be made or reached
@@ -93,22 +82,6 @@ class Steering:
         if self._server is not None:
             await self._server.aclose()
             self._server = None
-
-    # --- start --------------------------------------------------------------------------
-
-    def restore(self) -> None:
-        """The pauses kept in the store, applied before the first wake; those that ran out
-        while no daemon ran are ended now (`job.resumed`, by null)."""
-        got = self.recorder.write(lambda store: store.pauses())
-        rows = {} if got is FAILED else got
-        now = self.clock.now()
-        for name, row in rows.items():
-            if row.until is not None and row.until <= now:
-                self._clear(name)
-                self.log.info("job.resumed", job=name, by=None, skipped=0)
-                continue
-            self.loop.pause(name, row.until)
-            self._tell_paused(name, True)
 
     # --- the Handler --------------------------------------------------------------------
 
@@ -125,9 +98,12 @@ class Steering:
         if cmd == "kill":
             return ok(self._kill(str(args["target"]), caller))
         if cmd == "pause":
-            return ok(self._pause(args, caller))
+            names, until = self._names(args), _instant(args.get("until"))
+            return ok(self.pausing.pause(names, until, args.get("note"), caller.by()))
         if cmd == "resume":
-            return ok(self._resume(args, caller))
+            every = args.get("all")
+            names = list(self.loop.core.pauses.listing()) if every else self._names(args)
+            return ok(self.pausing.resume(names, caller.by()))
         raise ControlError("unknown_command", f"{cmd!r} is not a command of this daemon")
 
     def _ps(self) -> list[dict[str, Any]]:
@@ -219,68 +195,7 @@ class Steering:
         return {"stopped": stopped, "asked": [] if mine else self.cluster.request_kill(
             target, caller.by())}  # fmt: skip
 
-    def _pause(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        names = self._names(args)
-        until = _instant(args.get("until"))
-        now = self.clock.now()
-        if until is not None and until <= now:
-            raise ControlError("refused", f"{iso_utc(until)} has passed; give a later --until")
-        note = args.get("note")
-        by = caller.by()
-        row_by = json.dumps(by, separators=(",", ":"))
-        if self.cluster is not None:  # the cluster's pauses are the database's, or none
-            rows = [PauseRow(name, now, until, note, row_by) for name in names]
-            self._cluster_write(lambda store: _each(store.set_pause, rows), "pause")
-        for name in names:
-            self.loop.pause(name, until)
-            if self.cluster is None:  # else written above, for all of them
-                row = PauseRow(name, now, until, note, row_by)
-                self.recorder.write(lambda store, row=row: store.set_pause(row))  # type: ignore[misc]
-            shown = None if until is None else iso_utc(until)
-            self.log.warning("job.paused", job=name, until=shown, note=note, by=by)
-            self._tell_paused(name, True)
-        stored = self.recorder.store is not None and not self.recorder.degraded
-        return {"jobs": names, "until": None if until is None else iso_utc(until), "stored": stored}
-
-    def _resume(self, args: dict[str, Any], caller: Caller) -> dict[str, Any]:
-        names = list(self.loop.core.pauses.listing()) if args.get("all") else self._names(args)
-        if self.cluster is not None:  # with who asked: the other replicas log it too
-            row_by = json.dumps(caller.by(), separators=(",", ":"))
-            self._cluster_write(_resume_each(names, row_by, self.clock.now()), "resume")
-        resumed = []
-        for name in names:
-            skipped = self.loop.resume(name)
-            if self.cluster is None:  # else cleared above, for all of them
-                self._clear(name)
-            if skipped is None:  # it was not paused: nothing to say in the log
-                resumed.append({"job": name, "skipped": 0, "was_paused": False})
-                continue
-            self.log.info("job.resumed", job=name, by=caller.by(), skipped=skipped)
-            self._tell_paused(name, False)
-            resumed.append({"job": name, "skipped": skipped})
-        return {"resumed": resumed}
-
-    def ran_out(self, name: str, skipped: int) -> None:
-        """A pause's `until` came (the loop's `Effects.resumed`, through the daemon)."""
-        self._clear(name)
-        self.log.info("job.resumed", job=name, by=None, skipped=skipped)
-        self._tell_paused(name, False)
-
     # --- helpers ------------------------------------------------------------------------
-
-    def _cluster_write(self, write: Callable[[Store], None], what: str) -> None:
-        """A pause or resume of the whole cluster: written to its database first, or
-        refused (a replica that held or freed the job alone would be undone by the others,
-        or by the database, when it answers again)."""
-        if self.recorder.write(write) is FAILED:
-            raise ControlError("refused", DATABASE_AWAY.format(what=what))
-
-    def _clear(self, name: str) -> None:
-        self.recorder.write(lambda store: store.clear_pause(name))
-
-    def _tell_paused(self, name: str, paused: bool) -> None:
-        if self.on_paused is not None:
-            self.on_paused(name, paused)
 
     def _names(self, args: dict[str, Any]) -> list[str]:
         if args.get("all"):
@@ -311,23 +226,6 @@ async def _next_line(
         return getter.result()
     getter.cancel()
     return None
-
-
-def _each(write: Callable[[T], None], items: Iterable[T]) -> None:
-    """`write` each of `items` (in the store's one transaction each)."""
-    for item in items:
-        write(item)
-
-
-def _resume_each(names: list[str], by: str, now: datetime) -> Callable[[Store], None]:
-    """A resume's write to the cluster's store: each job's pause ended, and who asked
-    kept for the other replicas' `job.resumed`."""
-
-    def write(store: Store) -> None:
-        for name in names:
-            cast(Replicated, store).resume(name, by, now)
-
-    return write
 
 
 def _instant(value: object) -> datetime | None:

@@ -38,6 +38,7 @@ from crond.daemon.cluster import Cluster, database_url, given_problems, replica_
 from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Gate, Loop
+from crond.daemon.pausing import Pausing
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.systemd import Systemd
 from crond.daemon.telling import Telling
@@ -136,12 +137,15 @@ class Service:
                 on_paused=self.telling.paused,
             )  # fmt: skip
             self.heartbeat.cluster = self.cluster.beat
+        self.pausing = Pausing(
+            log=log, clock=clock, loop=self.loop, recorder=self.recorder,
+            on_paused=self.telling.paused, replicated=self.cluster is not None,
+        )  # fmt: skip
         self.steering = Steering(
             log=log,
             clock=clock,
             loop=self.loop,
-            recorder=self.recorder,
-            on_paused=self.telling.paused,
+            pausing=self.pausing,
             cluster=self.cluster,
             reload=self.reload_asked,  # `crond reload`, as SIGHUP
         )
@@ -223,7 +227,7 @@ class Service:
         self.telling.run_ended(job, run, result)
 
     def resumed(self, job: str, skipped: int) -> None:
-        self.steering.ran_out(job, skipped)
+        self.pausing.ran_out(job, skipped)
 
     def moved(self, entries: list[Entry], cursors: list[Key]) -> None:
         """The store's copy of the moved next fires and cursors: on the loop's next turn,
@@ -349,7 +353,7 @@ class Service:
                     return 1
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
                     self.loop.load(self.cfg.jobs, resume=self.recorder.cursors())
-                self.steering.restore()  # the pauses kept in the store, before the first wake
+                self.pausing.restore()  # the pauses kept in the store, before the first wake
                 self._start_reboot_jobs()
                 self.log.info(
                     "daemon.started",

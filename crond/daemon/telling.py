@@ -178,7 +178,7 @@ class Telling:
             yield name, len(running.get(name, ())), at
 
     def paused(self, job: str, paused: bool) -> None:
-        """A pause began or ended (crond/daemon/control.py): crond_job_paused."""
+        """A pause began or ended (crond/daemon/pausing.py): crond_job_paused."""
         if self.metrics is not None:
             self.metrics.set_paused(job, paused)
 

@@ -24,7 +24,8 @@ from click.testing import CliRunner, Result
 
 from crond.cli import main
 from crond.control import protocol, server
-from crond.control.server import Caller, Send
+from crond.control.callers import Caller
+from crond.control.server import Send
 from tests.control.test_server import capturing, nobody_python
 
 CROND = str(Path(sys.executable).parent / "crond")
@@ -435,7 +436,7 @@ def test_another_user_is_told_who_may() -> None:
 def test_the_refusal_while_the_database_is_away_reads_as_the_docs_quote_it() -> None:
     """One wording, in the code and in both pages, naming what every replica has with no
     setting: the event in its log."""
-    from crond.daemon.control import DATABASE_AWAY  # noqa: PLC0415
+    from crond.daemon.pausing import DATABASE_AWAY  # noqa: PLC0415
 
     said = "crond: " + DATABASE_AWAY.format(what="pause")
     docs = Path(__file__).resolve().parents[2] / "docs"

@@ -29,8 +29,10 @@ import structlog
 from structlog.testing import CapturingLogger
 
 from crond.control import client, protocol, server
+from crond.control.callers import Caller
 from crond.control.protocol import ControlError
-from crond.control.server import Caller, ClientGone, Send
+from crond.control.server import ClientGone, Send
+from crond.control.socketfile import SocketRefused
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (to be another user)")
@@ -346,7 +348,7 @@ async def test_a_planted_symlink_is_refused(sock: Path, tmp_path: Path) -> None:
     sock.parent.mkdir()
     sock.symlink_to(target)
     log, _ = capturing()
-    with pytest.raises(server.SocketRefused, match="a symbolic link at that path, not a socket"):
+    with pytest.raises(SocketRefused, match="a symbolic link at that path, not a socket"):
         await server.serve(sock, Handler(), log=log)
     assert sock.is_symlink()
     assert target.read_text() == "keep me"
@@ -356,7 +358,7 @@ async def test_a_regular_file_is_refused(sock: Path) -> None:
     sock.parent.mkdir()
     sock.write_text("not a socket")
     log, _ = capturing()
-    with pytest.raises(server.SocketRefused, match=f"{sock}: there is a regular file"):
+    with pytest.raises(SocketRefused, match=f"{sock}: there is a regular file"):
         await server.serve(sock, Handler(), log=log)
     assert sock.read_text() == "not a socket"
 
@@ -370,7 +372,7 @@ async def test_a_stale_socket_is_replaced_and_a_live_one_refused(sock: Path) -> 
         (ps,) = await ask(sock, "ps")
         assert ps["ok"] is True
         log, _ = capturing()
-        with pytest.raises(server.SocketRefused, match="another crond is listening"):
+        with pytest.raises(SocketRefused, match="another crond is listening"):
             await server.serve(sock, Handler(), log=log)
         (ps,) = await ask(sock, "ps")  # the live one is untouched
         assert ps["ok"] is True
