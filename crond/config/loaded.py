@@ -17,7 +17,7 @@ from crond.config.durations import format_duration
 from crond.config.model import Config, Daemon, Job, Notifier
 from crond.config.notifiers import shown
 from crond.config.problems import Problem
-from crond.config.secrets import expand
+from crond.config.secrets import expand, references
 from crond.config.yamlsource import Mark
 from crond.when import timing
 from crond.when.cronexpr import CronExpr
@@ -130,6 +130,21 @@ class LoadedConfig:
     @property
     def daemon(self) -> Daemon:
         return self.config.daemon
+
+
+def secret_names(loaded: LoadedConfig) -> frozenset[str]:
+    """The environment variables the file takes by `${NAME}` for the daemon's own use
+    (notifiers, their headers, pings, the database): secrets a job must not inherit
+    (docs/running.md, "The job's environment")."""
+    config = loaded.config
+    texts = [config.daemon.database or ""]
+    for notifier in config.notifiers.values():
+        command = notifier.command
+        texts += [notifier.webhook or "", notifier.apprise or ""]
+        texts += command if isinstance(command, list) else [command or ""]
+        texts += (notifier.headers or {}).values()
+    texts += (job.ping or "" for job in config.jobs.values())
+    return frozenset(name for text in texts for name in references(text))
 
 
 def dst_warnings(loaded: LoadedConfig, now: datetime) -> list[Problem]:

@@ -29,7 +29,7 @@ from structlog.typing import FilteringBoundLogger
 from crond import __version__, ownership
 from crond.clock import Clock, SystemClock
 from crond.config import loader, problems
-from crond.config.loaded import LoadedConfig, LoadedJob
+from crond.config.loaded import LoadedConfig, LoadedJob, secret_names
 from crond.config.model import Overlap, Replicas
 from crond.control.server import socket_path
 from crond.daemon import reaper, stores
@@ -103,11 +103,12 @@ class Service:
         # Read once: every job's environment starts here, without what is the daemon's own
         # (with a database, libpq's PG* variables are how crond reaches it: a job that runs
         # as another user must not inherit its password; a job gives its own in `env:`).
-        self.environ = {
+        self._environ = {
             k: v
             for k, v in os.environ.items()
             if k not in _DAEMON_ONLY and not (url is not None and k.startswith("PG"))
         }
+        self.environ = _without_secrets(self._environ, cfg)
         replica = None if url is None else replica_name(options.replica, cfg)
         opener: Callable[[bool], Store] | None
         # Which replica of which cluster this is: in daemon.started and in the store's
@@ -300,6 +301,9 @@ class Service:
         self._reloaded = {"reloaded": True, "jobs": len(new.jobs), **dataclasses.asdict(diff)}
         self.cfg = new
         self.digest = digest
+        environ = _without_secrets(self._environ, new)  # the file's ${NAME}s, as loaded now
+        if environ != self.environ:
+            self.environ, self.specs = environ, {}
         self.specs = {name: spec for name, spec in self.specs.items() if name in new.jobs}
         self._settings(new)
         self.log.info(
@@ -385,6 +389,13 @@ class Service:
         self.heartbeat.write_liveness(self.clock.now(), stopped=True)
         self.log.info("daemon.stopped")
         return self._status
+
+
+def _without_secrets(environ: dict[str, str], cfg: LoadedConfig) -> dict[str, str]:
+    """A job's inherited environment: without the variables the file takes by `${NAME}`
+    for notifiers, pings and the database (docs/running.md)."""
+    secrets = secret_names(cfg)
+    return {k: v for k, v in environ.items() if k not in secrets} if secrets else environ
 
 
 def _owned_pids() -> frozenset[int]:

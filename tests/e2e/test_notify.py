@@ -395,3 +395,40 @@ def test_a_reload_turns_metrics_on_and_off(tmp_path: Path, crond: list[Crond]) -
     with pytest.raises(urllib.error.URLError):
         get(f"http://{serving['address']}/healthz", timeout=2.0)
     assert daemon.stop() == 0
+
+
+def test_a_job_does_not_inherit_the_secrets_of_the_notifiers(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    """The variables the file takes by ${NAME} for a notifier's header, a ping and a
+    command notifier are the daemon's: a job running `env` shows none of them, and a
+    variable nothing names is inherited."""
+    with NotifyServer() as server:
+        f = write(
+            tmp_path / "s.yaml",
+            f"""
+            notifiers:
+              hook:
+                webhook: {server.url}/hook
+                headers: {{Authorization: "Bearer ${{HOOK_TOKEN}}"}}
+              page: {{command: ["sh", "-c", "cat > /dev/null", "${{PAGE_KEY}}"]}}
+            jobs:
+              show:
+                every: 1s
+                command: env
+                ping: {server.url}/ping/${{PING_KEY}}
+                notify: {{hook: [failed], page: [failed]}}
+            """,
+        )
+        env = {**ENV, "PAGE_KEY": "page-s3cr3t", "JUST_A_VAR": "kept"}
+        daemon = start(crond, [str(f), "--state-dir", "none"], env)
+        daemon.wait_for("job.finished", lambda e: e["job"] == "show")
+        lines = [e["line"] for e in daemon.named("job.output") if e["job"] == "show"]
+        assert "JUST_A_VAR=kept" in lines
+        shown = "\n".join(lines)
+        for secret in (SECRET, PING_KEY, "page-s3cr3t"):
+            assert secret not in shown
+        assert {"HOOK_TOKEN", "PING_KEY", "PAGE_KEY"}.isdisjoint(
+            line.split("=", 1)[0] for line in lines
+        )
+        daemon.stop()
