@@ -16,9 +16,9 @@ from zoneinfo import ZoneInfo
 from crond.config.durations import format_duration
 from crond.config.model import Config, Daemon, Job, Notifier
 from crond.config.notifiers import shown
+from crond.config.places import Mark
 from crond.config.problems import Problem
 from crond.config.secrets import expand, references
-from crond.config.yamlsource import Mark
 from crond.when import timing
 from crond.when.cronexpr import CronExpr
 from crond.when.timeline import steady_offset

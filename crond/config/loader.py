@@ -4,8 +4,9 @@ that holds every located problem at once.
 
 The pipeline: read the file (`load_file`: as root, by the ownership rule, from one
 descriptor), parse the YAML with every place located (`yamlsource`), merge `defaults`
-into each job, validate with the models of `model`, and wrap each job with its name and
-parsed cron (`loaded`).
+into each job (`defaults`), validate with the models of `model` and check the names the
+file gives and uses (`names`), and wrap each job with its name and parsed cron
+(`loaded`).
 """
 
 from __future__ import annotations
@@ -23,21 +24,21 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from crond import ownership
-from crond.config import database, model, notifiers, yamlsource
+from crond.config import database, model, notifiers, places, yamlsource
+from crond.config.defaults import defaults_too_big, file_zone, good_defaults, merge_all
 from crond.config.loaded import LoadedConfig, LoadedJob, notifier_spec
-from crond.config.model import JOB_NAME, Config, JobFields
+from crond.config.model import Config
+from crond.config.names import check_names, check_subscriptions
 from crond.config.problems import (
     ConfigError,
     Problem,
     capped,
-    close_matches,
     is_secret,
     problems_from_validation,
 )
 from crond.config.secrets import expand
-from crond.config.wording import MAX_PROBLEMS, quote
+from crond.config.wording import MAX_PROBLEMS
 from crond.when.cronexpr import CronExpr
-from crond.when.zones import ZoneError, get_zone
 
 STDIN = Path("-")  # `crond validate -`: the file comes on standard input
 
@@ -76,57 +77,6 @@ def _stdin() -> bytes:
         size = ownership.MAX_BYTES // (1024 * 1024)
         raise ownership.FileRefused(STDIN, f"too large (more than {size} MiB)")
     return raw
-
-
-# Fields that only make sense for one kind of job are not merged from `defaults` into
-# the other kind, so `defaults: {interpreter: ...}` does not break every command job.
-_ONLY_FOR = {
-    "timezone": "cron",
-    "anchor": "every",
-    "args": "python",
-    "kwargs": "python",
-    "interpreter": "python",
-}
-
-
-# Mappings merged key by key: a job's `env: {A: "1"}` adds A to the defaults' env; its
-# `notify: {ops: []}` replaces the defaults' list for `ops` (unsubscribes it).
-_MERGED_BY_KEY = ("env", "notify")
-
-
-def _merge_all(defaults: dict[str, Any], jobs: dict[Any, Any], zone: Any) -> dict[Any, Any]:
-    """Each job of `jobs` with `defaults` merged in (the job's own fields win; the env
-    and notify mappings are merged key by key, the job's keys winning; a cron job gets
-    the file's zone unless it has one; `defaults.max_running` goes to the `overlap: allow`
-    jobs only, the only ones it applies to). What depends on `defaults` alone is worked out
-    once, not once per job."""
-    plain = _ONLY_FOR.keys().isdisjoint(defaults)  # the usual case: one C-level merge
-    by_key = [(k, v) for k in _MERGED_BY_KEY if isinstance(v := defaults.get(k), dict)]
-    limit_default = "max_running" in defaults
-    merged_jobs = {}
-    for name, job in jobs.items():
-        if not isinstance(job, dict):
-            merged_jobs[name] = job  # let validation report the wrong type
-            continue
-        if plain:
-            merged = {**defaults, **job}
-        else:
-            merged = {}
-            for key, value in defaults.items():
-                needed = _ONLY_FOR.get(key)
-                if needed is None or needed in job:
-                    merged[key] = value
-            merged.update(job)
-        for key, default in by_key:
-            own = job.get(key)
-            if isinstance(own, dict):
-                merged[key] = {**default, **own}
-        if "cron" in job and "timezone" not in merged:
-            merged["timezone"] = zone
-        if limit_default and "max_running" not in job and merged.get("overlap") != "allow":
-            del merged["max_running"]  # the default's limit is for `overlap: allow` jobs
-        merged_jobs[name] = merged
-    return merged_jobs
 
 
 # The only places a valid file needs after its load: its `cron` lines (validate's DST
@@ -201,7 +151,7 @@ def gc_paused() -> Iterator[None]:
 
 
 def _validated(
-    source: yamlsource.Source, filename: str, context: _Context, *, located: bool
+    source: places.Source, filename: str, context: _Context, *, located: bool
 ) -> LoadedConfig:
     """The Config of parsed `source`, or ConfigError with every problem, located
     (`located`: `source` has every node's place; else _PlacesNeeded when one is needed
@@ -211,7 +161,7 @@ def _validated(
     if not problems:
         shape = _top_level_shape(data)
         if shape:
-            raise ConfigError([Problem.at(filename, yamlsource.Mark(1, 1), (), shape)])
+            raise ConfigError([Problem.at(filename, places.Mark(1, 1), (), shape)])
     if not isinstance(data, dict):
         raise ConfigError(capped(problems, filename))
     # Top-level `x-` keys are the file's own (as in Compose files): a place for anchors
@@ -230,13 +180,13 @@ def _validated(
     if context.strict:
         problems += unset_problems
     if isinstance(jobs, dict):
-        defaults = _good_defaults(data.get("defaults"), checks)
+        defaults = good_defaults(data.get("defaults"), checks)
         copies = len(jobs) + sum(1 for where, _ in source.duplicates if where[:1] == ("jobs",))
-        too_big = _defaults_too_big(defaults, copies, source, filename)
+        too_big = defaults_too_big(defaults, copies, source, filename)
         if too_big:
             raise ConfigError(capped([*problems, too_big], filename))
-        zone = _file_zone(data.get("timezone", "UTC"))
-        data["jobs"] = _merge_all(defaults, jobs, zone)
+        zone = file_zone(data.get("timezone", "UTC"))
+        data["jobs"] = merge_all(defaults, jobs, zone)
         problems += _duplicate_problems(source, filename, defaults, zone, checks)
     crons: dict[str, CronExpr] = {}
     try:
@@ -244,9 +194,9 @@ def _validated(
     except ValidationError as exc:
         problems += problems_from_validation(exc, source, filename, data)
         config = None
-    problems += _check_names(data.get("jobs"), source, filename)
-    problems += _check_names(data.get("notifiers"), source, filename, "notifiers")
-    problems += _check_subscriptions(
+    problems += check_names(data.get("jobs"), source, filename)
+    problems += check_names(data.get("notifiers"), source, filename, "notifiers")
+    problems += check_subscriptions(
         data.get("notifiers"), jobs, data.get("defaults"), source, filename
     )
     if problems or config is None:
@@ -261,8 +211,8 @@ def _validated(
 
 
 def _unset_problems(
-    unset: list[tuple[yamlsource.Path, str]],
-    source: yamlsource.Source,
+    unset: list[tuple[places.Path, str]],
+    source: places.Source,
     filename: str,
     environ: Mapping[str, str],
 ) -> list[Problem]:
@@ -273,7 +223,7 @@ def _unset_problems(
 
 
 def _duplicate_problems(
-    source: yamlsource.Source,
+    source: places.Source,
     filename: str,
     defaults: dict[str, Any],
     zone: object,
@@ -285,7 +235,7 @@ def _duplicate_problems(
     for where, body in source.duplicates:
         if len(where) != 2 or where[0] != "jobs" or not isinstance(body, dict):
             continue
-        data = {"jobs": _merge_all(defaults, {where[1]: body}, zone)}
+        data = {"jobs": merge_all(defaults, {where[1]: body}, zone)}
         try:
             Config.model_validate(data, context={**checks, model.CRONS: {}})
         except ValidationError as exc:
@@ -294,7 +244,7 @@ def _duplicate_problems(
     return found
 
 
-def _source_problem(problem: yamlsource.SourceProblem, filename: str) -> Problem:
+def _source_problem(problem: places.SourceProblem, filename: str) -> Problem:
     """A problem of the YAML itself; inside an `env`, without the value (a secret)."""
     message = problem.message
     if problem.without_value and is_secret(problem.path):
@@ -302,77 +252,9 @@ def _source_problem(problem: yamlsource.SourceProblem, filename: str) -> Problem
     return Problem.at(filename, problem.mark, problem.path, message)
 
 
-def _good_defaults(defaults: object, checks: dict[str, Any]) -> dict[str, Any]:
-    """The fields of `defaults` that are valid: a bad one is reported once, at
-    `defaults.FIELD`, and not merged into every job."""
-    if not isinstance(defaults, dict):
-        return {}
-    try:
-        JobFields.model_validate(defaults, context=checks)
-    except ValidationError as exc:
-        bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
-    else:
-        bad = set()
-    # `grace:` with no value sets no default (merged, it would fail in every job)
-    return {k: v for k, v in defaults.items() if k not in bad and v is not None}
-
-
-def _file_zone(zone: object) -> object:
-    """The file's zone for its cron jobs; "UTC" when it is not one (reported once, at
-    the top-level `timezone`)."""
-    if not isinstance(zone, str):
-        return "UTC"
-    try:
-        get_zone(zone)
-    except ZoneError:
-        return "UTC"
-    return zone
-
-
-# Every job gets the defaults' values and checks them as its own: a default of N values
-# (a list's items, a mapping's entries, each counted) in a file of J jobs is N x J values
-# to check. Past this many, the file is refused rather than read for minutes.
-MAX_DEFAULT_VALUES = 1_000_000
-
-
-def _defaults_too_big(
-    defaults: dict[str, Any], jobs: int, source: yamlsource.Source, filename: str
-) -> Problem | None:
-    if not defaults or not jobs:
-        return None
-    limit = MAX_DEFAULT_VALUES // jobs
-    sizes = {key: _size(value, limit) for key, value in defaults.items()}
-    total = sum(sizes.values())
-    if total <= limit:
-        return None
-    biggest = max(sizes, key=lambda key: sizes[key])
-    path = ("defaults", biggest)
-    return Problem.at(
-        filename,
-        source.locate(path, key=True),
-        path,
-        f"copied into each of the {jobs:,} jobs, the defaults come to more than "
-        f"{MAX_DEFAULT_VALUES:,} values to check (at most {limit:,} a job here); set this "
-        "field in the jobs that need it instead",
-    )
-
-
-def _size(value: object, limit: int) -> int:
-    """How many values `value` is (itself, and all inside it), counted to past `limit`."""
-    count, stack = 0, [value]
-    while stack and count <= limit:
-        item = stack.pop()
-        count += 1
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return count
-
-
 def _loaded(
     config: Config,
-    source: yamlsource.Source,
+    source: places.Source,
     filename: str,
     crons: dict[str, CronExpr],
     *,
@@ -384,7 +266,7 @@ def _loaded(
     # Only the places of the cron lines validate may warn of outlive the load: the whole
     # location map of a 10,000-job file is tens of MB the daemon does not need, and the
     # marks of 10,000 UTC jobs 1.2 MB of its idle RSS (docs/performance.md).
-    cron_marks: dict[str, yamlsource.Mark] = {}
+    cron_marks: dict[str, places.Mark] = {}
     jobs: dict[str, LoadedJob] = {}
     for name, job in config.jobs.items():
         expr = None
@@ -426,75 +308,3 @@ def _top_level_shape(data: object) -> str | None:
     if "jobs" not in data or jobs is None or jobs == {}:
         return "no jobs: add a `jobs:` mapping with at least one job"
     return None
-
-
-def _check_names(
-    named: object, source: yamlsource.Source, filename: str, where: str = "jobs"
-) -> list[Problem]:
-    """The names of the mapping `named` (at the top-level key `where`) that are not valid
-    job names: the rule of job names holds for notifier names too."""
-    if not isinstance(named, dict):
-        return []
-    what = "job" if where == "jobs" else "notifier"
-    bad = (name for name in named if not JOB_NAME.fullmatch(str(name)))
-    return [
-        Problem.at(
-            filename,
-            source.locate((where, name), key=True),
-            (where, name),
-            f'{quote(str(name))} is not a valid {what} name (letters, digits, "_", "." and '
-            '"-", starting with a letter or digit, at most 64 characters)',
-        )
-        for name in itertools.islice(bad, MAX_PROBLEMS + 1)
-    ]
-
-
-# Working out "did you mean" compares a name with each notifier's: a file of thousands
-# of misspelt subscriptions gets it for this many distinct names (the rest, the list).
-_HINTED_NAMES = 50
-_LISTED_NOTIFIERS = 10
-
-
-def _check_subscriptions(
-    defined: object, jobs: object, defaults: object, source: yamlsource.Source, filename: str
-) -> list[Problem]:
-    """Each `notify` key (in `defaults` and in each job, as written) that names no
-    notifier of the file, at the key, with the name it is closest to."""
-    names = [str(name) for name in defined] if isinstance(defined, dict) else []
-    known = set(names)
-    hints: dict[str, str] = {}
-    found: list[Problem] = []
-    for at, notify in _notify_maps(jobs, defaults):
-        for key in notify:
-            if key in known:
-                continue
-            if key not in hints:
-                hints[key] = _no_notifier(str(key), names, len(hints) < _HINTED_NAMES)
-            path = (*at, "notify", key)
-            found.append(Problem.at(filename, source.locate(path, key=True), path, hints[key]))
-            if len(found) > MAX_PROBLEMS:
-                return found
-    return found
-
-
-def _notify_maps(
-    jobs: object, defaults: object
-) -> Iterator[tuple[yamlsource.Path, dict[Any, Any]]]:
-    if isinstance(defaults, dict) and isinstance(defaults.get("notify"), dict):
-        yield ("defaults",), defaults["notify"]
-    if isinstance(jobs, dict):
-        for name, job in jobs.items():
-            if isinstance(job, dict) and isinstance(job.get("notify"), dict):
-                yield ("jobs", name), job["notify"]
-
-
-def _no_notifier(key: str, names: list[str], hint: bool) -> str:
-    said = f"{quote(key)} names no notifier"
-    if not names:
-        return f"{said} (the file has none: define it under the top-level notifiers:)"
-    close = close_matches(key, names, cutoff=0.6) if hint else []
-    if close:
-        return f'{said} (did you mean "{close[0]}"?)'
-    listed = ", ".join(names[:_LISTED_NOTIFIERS])
-    more = ", ..." if len(names) > _LISTED_NOTIFIERS else ""
-    return f"{said} (the file's notifiers: {listed}{more})"

@@ -46,7 +46,7 @@ from crond.config.notifiers import (
 )
 from crond.config.sections import Daemon, Notifier
 from crond.config.wording import quote
-from crond.when import cronexpr
+from crond.when import cronparse
 
 __all__ = [
     "CRONS",
@@ -75,7 +75,7 @@ PYTHON_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]
 
 # Files repeat the same few expressions and durations across thousands of jobs, and a
 # parse is pure: each distinct text is parsed once per process.
-parse_cron = functools.lru_cache(maxsize=8192)(cronexpr.parse_cron)
+parse_cron = functools.lru_cache(maxsize=8192)(cronparse.parse_cron)
 # The validation context's key for the expressions parsed during one `loads` (text ->
 # CronExpr): the jobs get theirs from there, parsed once, however many distinct ones a
 # file has (past the cache's size, a second lookup per job would parse it again).
@@ -178,7 +178,7 @@ class JobFields(FrozenModel):
             if crons is None or value not in crons:
                 try:
                     expr = parse_cron(value)
-                except cronexpr.CronError as exc:
+                except cronparse.CronError as exc:
                     raise PydanticCustomError("crond", f'"{value}": {exc}') from None
                 if crons is not None:
                     crons[value] = expr

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from crond.config.places import DUPLICATE
 from crond.config.wording import MAX_PROBLEMS, UNSAFE, close_matches, escape, kind_of, show
-from crond.config.yamlsource import DUPLICATE
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
-    from crond.config.yamlsource import Mark, Path, Source
+    from crond.config.places import Mark, Path, Source
 
 
 @dataclass(frozen=True, order=True)

@@ -1,7 +1,8 @@
 """When jobs fire: pure arithmetic over instants, never the clock. What is done at a
 fire (R9 grace, overlap, pauses, limits) is the scheduling core's: crond/schedule/.
 
-- `cronexpr`: the cron grammar (five fields, names, macros) and its messages;
+- `cronparse`: the cron grammar (five fields, names, macros) and its messages, into a
+  `cronexpr.CronExpr`: the fields' values and the wall times they match;
 - `zones`: IANA zones by name, the host's zone, the tz database in use (the only module
   here that reads files);
 - `timeline`: a zone's stretches of constant offset and the transitions between them;

@@ -1,11 +1,7 @@
-"""Cron expressions: parse and validate the five fields, with messages a person can act on.
-
-Owns the cron grammar of docs/schedules.md (`*`, `a-b`, `*/n`, `a-b/n`, `n/s`, lists,
-names, macros) and the field facts the timing rules need (R2's day rule, R3's
-wildcard/fixed-time split). It parses by itself rather than through croniter: crond's
-messages name the field, the bad value and the allowed range, and croniter 7.0.0 reads a
-written equal range such as `5-5` as the whole field (see tests/when/test_timing_oracle.py for
-the comparison).
+"""A cron expression as the timing rules use it: the value sets of its five fields, the
+facts of R2 (the day rule) and R3 (wildcard or fixed time), and the wall times it matches,
+found by day searches that expressions with the same day fields share. `cronparse` makes
+one from text.
 """
 
 from __future__ import annotations
@@ -13,51 +9,15 @@ from __future__ import annotations
 import bisect
 import calendar
 import functools
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
 
-__all__ = ["CronError", "CronExpr", "parse_cron"]
+__all__ = ["CronExpr"]
 
-FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
-_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_NAMES: tuple[dict[str, int], ...] = (
-    {},
-    {},
-    {},
-    {name: i + 1 for i, name in enumerate(_MONTHS)},
-    {name: i for i, name in enumerate(_WEEKDAYS)},
-)
-_NAMED_ENDS = {3: ("dec", "jan"), 4: ("sun", "sun")}  # a field's last and first, as names
-_HINTS = ("0-59", "0-23", "1-31", "jan..dec, 1-12", "mon..sun, 0-7")
 _DAY = 86400
 _NEVER = 10**9  # a day number beyond any date: "no matching day"
 _DAYS_CACHED = 64
 _ORDINAL_1970 = date(1970, 1, 1).toordinal()
-_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)  # at most, leap years included
-_ACCEPTED = "crond accepts *, a-b, */n, a-b/n, lists, names"
-_UNSUPPORTED = re.compile(r"[#?]|^l$|^lw$|^\d*[lw]$|^[lw]\d+$|^h(\W|$)|^l-", re.IGNORECASE)
-
-MACROS = {
-    "@hourly": "0 * * * *",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@weekly": "0 0 * * 0",
-    "@monthly": "0 0 1 * *",
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-}
-
-
-class CronError(ValueError):
-    """A bad cron expression; `str(e)` is a complete message naming the field and value."""
-
-    def __init__(self, message: str, *, field: str | None, value: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.value = value
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,11 +195,11 @@ def _ascending(values: frozenset[int]) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
-# Field sets come from `_field`'s cache, so expressions share them, and what is derived
-# from them alone is derived once: a file of thousands of distinct expressions repeats a
-# few dozen hour and minute sets (and "* * * * *" has 1,440 times). Room for 2,048 pairs:
-# a file of single times ("17 5 ...") can name all 1,440 minutes of the day, and a
-# smaller cache, met in file order, would lose each pair before it came round again.
+# Field sets come from `cronparse._field`'s cache, so expressions share them, and what is
+# derived from them alone is derived once: a file of thousands of distinct expressions
+# repeats a few dozen hour and minute sets (and "* * * * *" has 1,440 times). Room for
+# 2,048 pairs: a file of single times ("17 5 ...") can name all 1,440 minutes of the day,
+# and a smaller cache, met in file order, would lose each pair before it came round again.
 _times = functools.lru_cache(maxsize=2048)(_times_of_day)
 _minute_seconds = functools.lru_cache(maxsize=1024)(_in_seconds)
 _sorted = functools.lru_cache(maxsize=1024)(_ascending)
@@ -265,149 +225,3 @@ def _matching_days(
 # A month is only two numbers to R2, and expressions share their day fields: thousands of
 # expressions need a few dozen of these.
 _days_of_month = functools.lru_cache(maxsize=4096)(_matching_days)
-
-
-def parse_cron(expr: str) -> CronExpr:
-    """Parse and fully validate a cron expression or macro; raise CronError."""
-    text = expr.strip()
-    if text.startswith("@"):
-        return _parse_macro(text, expr)
-    parts = text.split()
-    if len(parts) != 5:
-        raise CronError(_count_message(len(parts)), field=None, value=expr)
-    minutes, hours, days, months, weekdays = (_field(i, part) for i, part in enumerate(parts))
-    # R2 and R3 go by how the fields are written: whether they start with "*".
-    day_and = parts[2][0] == "*" or parts[4][0] == "*"
-    if day_and:  # a day must match the day-of-month written (`*/n` has the 1st: it does)
-        _check_day_exists(days, months, parts[2])
-    source = " ".join(parts)
-    return CronExpr(
-        source=expr if source == expr else source,  # the job's own text when written so
-        minutes=minutes,
-        hours=hours,
-        days=days,
-        months=months,
-        weekdays=weekdays,
-        day_and=day_and,
-        wildcard=parts[0][0] == "*" or parts[1][0] == "*",
-    )
-
-
-def _parse_macro(text: str, original: str) -> CronExpr:
-    name = text.lower()
-    if name == "@reboot":
-        empty: frozenset[int] = frozenset()
-        return CronExpr("@reboot", empty, empty, empty, empty, empty, False, False, reboot=True)
-    if name not in MACROS:
-        known = " ".join([*MACROS, "@reboot"])
-        raise CronError(f'"{text}" is not a known macro ({known})', field=None, value=original)
-    return replace(parse_cron(MACROS[name]), source=name)
-
-
-def _count_message(count: int) -> str:
-    head = f"expected 5 fields ({' '.join(FIELDS)}), got {count}"
-    if count == 0:
-        return "empty cron expression: " + head
-    if count == 6:
-        return head + "; seconds are not supported"
-    if count == 7:
-        return head + "; seconds and years are not supported"
-    return head
-
-
-def _field_values(index: int, text: str) -> frozenset[int]:
-    """A field's values (Sunday as 0)."""
-    values = _parse_field(index, text)
-    return frozenset(d % 7 for d in values) if index == 4 else values
-
-
-# Files repeat `*`, `mon-fri`, hours and minutes across thousands of expressions, which
-# then share one set each.
-_field = functools.lru_cache(maxsize=1024)(_field_values)
-
-
-def _parse_field(index: int, text: str) -> frozenset[int]:
-    values: set[int] = set()
-    for item in text.split(","):
-        if not item:
-            raise _error(index, text, f'"{text}" has an empty list item')
-        values.update(_parse_item(index, item))
-    return frozenset(values)
-
-
-def _parse_item(index: int, item: str) -> range:
-    low, high = _RANGES[index]
-    base, slash, step_text = item.partition("/")
-    step = _parse_step(index, item, step_text) if slash else 1
-    if base == "*":
-        return range(low, high + 1, step)
-    first_text, dash, last_text = base.partition("-")
-    first = _parse_value(index, first_text, item)
-    if dash:
-        last = _parse_value(index, last_text, item, range_end=True)
-    else:
-        last = high if slash else first  # "n/s" means "n-max/s"
-    if first > last:
-        top, bottom = str(high), str(low)
-        if first_text.isalpha() and index in _NAMED_ENDS:
-            top, bottom = _NAMED_ENDS[index]
-        raise _error(
-            index,
-            item,
-            f'"{item}" is a backwards range; write it as two ranges '
-            f"({first_text}-{top},{bottom}-{last_text})",
-        )
-    return range(first, last + 1, step)
-
-
-def _parse_step(index: int, item: str, text: str) -> int:
-    low, high = _RANGES[index]
-    if not text.isdigit():
-        raise _error(index, item, f'step "{text}" in "{item}" is not a whole number')
-    step = int(text)
-    if not 1 <= step <= high - low:
-        unit = {0: "m", 1: "h"}.get(index)
-        hint = f"; for a fixed interval use `every: {step}{unit}`" if unit and step else ""
-        raise _error(
-            index, item, f'step {step} in "{item}" must be between 1 and {high - low}{hint}'
-        )
-    return step
-
-
-def _parse_value(index: int, text: str, item: str, *, range_end: bool = False) -> int:
-    low, high = _RANGES[index]
-    if text.isdigit():
-        value = int(text)
-        if not low <= value <= high:
-            raise _error(index, text, f'"{text}" is out of range {low}-{high}')
-        return value
-    name = text.lower()
-    if name in _NAMES[index]:
-        value = _NAMES[index][name]
-        return 7 if range_end and value == 0 and index == 4 else value  # "fri-sun" = 5-7
-    if _UNSUPPORTED.search(item) or _UNSUPPORTED.search(text):
-        raise _error(index, item, f'"{item}" is not supported ({_ACCEPTED})')
-    kind = {3: "a month", 4: "a weekday"}.get(index, "a number")
-    shown = text or item
-    raise _error(index, shown, f'"{shown}" is not {kind} ({_HINTS[index]})')
-
-
-def _check_day_exists(days: frozenset[int], months: frozenset[int], day_text: str) -> None:
-    """A day-of-month that no chosen month has would silently never run: refuse it."""
-    if _day_exists(days, months):
-        return
-    names = ",".join(_MONTHS[m - 1] for m in sorted(months))
-    raise _error(2, day_text, f'"{day_text}" never occurs in {names}; the job would never run')
-
-
-def _some_month_has(days: frozenset[int], months: frozenset[int]) -> bool:
-    """Whether some month of `months` has the first day of `days`."""
-    return min(days) <= max(_MONTH_DAYS[m - 1] for m in months)
-
-
-# Field sets are shared, so a file's expressions ask a few hundred of these.
-_day_exists = functools.lru_cache(maxsize=1024)(_some_month_has)
-
-
-def _error(index: int, value: str, message: str) -> CronError:
-    return CronError(f"{FIELDS[index]} field: {message}", field=FIELDS[index], value=value)

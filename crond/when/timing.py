@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import NamedTuple, Protocol
 
-from crond.when.cronexpr import CronError, CronExpr, parse_cron
+from crond.when.cronexpr import CronExpr
+from crond.when.cronparse import CronError, parse_cron
 from crond.when.notes import (
     describe_walls,
     dst_warnings,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from crond.config import loader, model, notifiers, yamlsource
+from crond.config import loader, model, notifiers, places, yamlsource
 from crond.config.loaded import NotifierSpec
 from crond.config.model import NotifyEvent
 from crond.config.problems import ConfigError, Problem
@@ -637,7 +637,7 @@ def test_the_first_pass_suffices_unless_a_name_is_unset(monkeypatch: pytest.Monk
     passes: list[object] = []
     parse = yamlsource.parse
 
-    def counted(text: str, keep: frozenset[str] | None = None) -> yamlsource.Source:
+    def counted(text: str, keep: frozenset[str] | None = None) -> places.Source:
         passes.append(keep)
         return parse(text, keep)
 

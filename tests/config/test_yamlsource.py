@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crond.config import yamlsource
-from crond.config.yamlsource import MAX_ALIAS_NODES, MAX_DEPTH, Mark
+from crond.config.places import Mark, SourceProblem
+from crond.config.yamlsource import MAX_ALIAS_NODES, MAX_DEPTH
 
 
 def shape(value: Any) -> Any:
@@ -33,7 +34,7 @@ def safe_load(text: str) -> Any:
     return yaml.load(text, Loader=yaml.SafeLoader)
 
 
-def only(text: str) -> yamlsource.SourceProblem:
+def only(text: str) -> SourceProblem:
     problems = yamlsource.parse(text).problems
     assert len(problems) == 1, problems
     return problems[0]

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from crond.schedule import rules
-from crond.when import cronexpr, notes, preview, timeline, timing, zones
+from crond.when import cronexpr, cronparse, notes, preview, timeline, timing, zones
 from tests import fresh_caches
 
-MODULES = (cronexpr, notes, rules, preview, timeline, timing, zones)
+MODULES = (cronexpr, cronparse, notes, rules, preview, timeline, timing, zones)
 
 
 def _containers(module: types.ModuleType) -> dict[str, object]:
@@ -36,7 +36,7 @@ def test_every_module_level_cache_is_known() -> None:
 
 def test_clear_empties_every_cache() -> None:
     ny = ZoneInfo("America/New_York")
-    expr = cronexpr.parse_cron("30 2 * * *")
+    expr = cronparse.parse_cron("30 2 * * *")
     after = datetime(2026, 3, 1, tzinfo=UTC)
     timing.CronTiming(expr, ny).next_after(after)
     notes.dst_warnings(expr, ny, after)

@@ -1,5 +1,6 @@
-"""crond.when.cronexpr: the cron grammar of docs/schedules.md, its field facts (R2's day
-rule, R3's two kinds of job) and the parser's messages, as tables."""
+"""crond.when.cronparse and the CronExpr it makes: the cron grammar of docs/schedules.md,
+its field facts (R2's day rule, R3's two kinds of job) and the parser's messages, as
+tables."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from crond.when.cronexpr import CronError, parse_cron
+from crond.when.cronparse import CronError, parse_cron
 
 ACCEPTED = "(crond accepts *, a-b, */n, a-b/n, lists, names)"
 FIVE = "expected 5 fields (minute hour day-of-month month day-of-week)"

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from crond.when import notes
-from crond.when.cronexpr import parse_cron
+from crond.when.cronparse import parse_cron
 from crond.when.notes import (
     describe_walls,
     dst_warnings,
