@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from crond.config.loader import gc_paused
 from crond.when.timing import Fire, Timing
 
 __all__ = ["PreviewRow", "format_json_lines", "format_table", "limit_notes", "next_fires"]
@@ -30,15 +29,15 @@ def next_fires(timings: Mapping[str, Timing], after: datetime, n: int) -> list[P
     Every fire is listed anyway, so one sort of the whole list does it: a lazy merge of
     one generator per job compared (instant, job) tuples in Python at every step of a
     10,000-deep heap. Job names are unique, so no two rows compare equal. The rows are
-    built with the collector paused, as a load is (see loader.gc_paused): 10,000 jobs
-    give 50,000 rows that live until printed, and no cycles.
+    built with the collector paused by the caller, as a load is (`crond next`: see
+    crond.config.loader.gc_paused): 10,000 jobs give 50,000 rows that live until printed,
+    and no cycles.
     """
-    with gc_paused():
-        rows = [
-            PreviewRow(job, fire)
-            for job, timing in timings.items()
-            for fire in itertools.islice(timing.fires(after), n)
-        ]
+    rows = [
+        PreviewRow(job, fire)
+        for job, timing in timings.items()
+        for fire in itertools.islice(timing.fires(after), n)
+    ]
     rows.sort(key=_order)
     return rows
 
@@ -106,17 +105,16 @@ def format_table(rows: Sequence[PreviewRow], notes: Sequence[str] = ()) -> str:
     """A readable table: job, zone, local time (abbreviation and offset), UTC, note;
     then `notes` (`limit_notes`), one a line, after an empty line."""
     header = ("JOB", "ZONE", "LOCAL TIME", "UTC", "NOTE")
-    with gc_paused():  # a tuple per row, as many as next_fires's rows (see there)
-        lines = [header] + [
-            (
-                row.job,
-                str(row.fire.local.tzinfo),
-                _local_column(row.fire.local),
-                utc_text(row.fire.at),
-                row.fire.note or "",
-            )
-            for row in rows
-        ]
+    lines = [header] + [  # a tuple per row, as many as next_fires's (the caller's gc note)
+        (
+            row.job,
+            str(row.fire.local.tzinfo),
+            _local_column(row.fire.local),
+            utc_text(row.fire.at),
+            row.fire.note or "",
+        )
+        for row in rows
+    ]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     table = "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
