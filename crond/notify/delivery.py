@@ -11,11 +11,12 @@ once delivered or given up.
   start in the order they were made; at most `lane_flying` tries of a lane run at once (a
   job's pings: one), and `total_flying` in all. At most `lane_limit` wait in a lane: past
   that the oldest is given up ("queue full"). Memory is bounded whatever the endpoints do.
-- Tries: each is bounded (`try_timeout`); a failed one is tried again after a backoff
-  (`first_retry`, doubling, at most `max_retry`) until `window` after the item was made,
-  then given up with one `notify.failed` (error level). What cannot succeed (a 4xx, a URL
-  httpx refuses) is given up at once. `notify.sent` says it was delivered (info; debug
-  for a ping delivered at its first try). What is logged and counted is report.py's.
+- Tries (tries.py): each is bounded (`try_timeout`); a failed one is tried again after a
+  backoff (`first_retry`, doubling, at most `max_retry`) until `window` after the item
+  was made, then given up with one `notify.failed` (error level). What cannot succeed (a
+  4xx, a URL httpx refuses) is given up at once. `notify.sent` says it was delivered
+  (info; debug for a ping delivered at its first try). What is logged and counted is
+  report.py's.
 - Where an item goes is looked up when it is tried, in the notifiers and pings of the
   latest `configure()`: the outbox keeps no URL (secrets), and a reload that removes a
   notifier drops what waits for it (`notify.stale`, debug).
@@ -41,11 +42,11 @@ from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, SystemClock, sleep_until_woken
 from crond.config.loaded import NotifierSpec
-from crond.notify.errors import SendError
 from crond.notify.lanes import Entry, Lane, LaneKey, Lanes
 from crond.notify.outbox import Outbox, OutboxItem
 from crond.notify.report import Report
 from crond.notify.senders import Senders
+from crond.notify.tries import Tries
 
 _NEW_LIMIT: Final = 10_000  # items put and not yet taken by the task (it was not running)
 _RESTORE_LIMIT: Final = 10_000  # a previous daemon's items queued again at start
@@ -73,9 +74,6 @@ class Delivery:
         self.log = log
         self.outbox = outbox
         self.try_timeout = try_timeout
-        self.first_retry = first_retry
-        self.max_retry = max_retry
-        self.window = window
         self.total_flying = total_flying
         # Every instant of delivery is the clock's: its monotonic seconds for retries and
         # lanes, its wall clock for an item's age (SystemClock unless told).
@@ -96,6 +94,7 @@ class Delivery:
         self._deadline: float | None = None  # monotonic; set by aclose
         self._ended: asyncio.Event | None = None
         self.senders = Senders(try_timeout=try_timeout, connections=total_flying, threads=threads)
+        self.tries = Tries(self.senders, self.report, try_timeout, first_retry, max_retry, window)
 
     # -- what the daemon calls -------------------------------------------------------
 
@@ -245,55 +244,25 @@ class Delivery:
 
     async def _try(self, key: LaneKey, lane: Lane, entry: Entry) -> None:
         retried = entry.tries > 0
-        error: SendError | None = None
-        stale = False
         try:
-            try:
-                async with asyncio.timeout(self.try_timeout + 1):  # the senders' own, + slack
-                    stale = not await self.senders.send(entry.item, self)
-            except SendError as exc:
-                error = exc
-            except TimeoutError:
-                error = SendError("timed out")
-            except Exception as exc:  # noqa: BLE001  (the type only: a message may hold a URL)
-                error = SendError(type(exc).__name__)
-            entry.tries += 1
-            self._settle(lane, entry, error, stale)
+            stale, error = await self.tries.send(entry, self)
+            epoch, now = self.clock.now().timestamp(), self.clock.monotonic()
+            due = self.tries.settle(entry, stale, error, epoch=epoch, now=now)
+            if due is None:  # delivered, stale or given up
+                self._forget_later(entry)
+            else:
+                # Closing, a retry after the grace stays queued: kept in the outbox for the
+                # next daemon, or counted as dropped.
+                entry.due = due
+                heapq.heappush(self._timers, due)
+                lane.retrying.append(entry)
         finally:
             self.lanes.landed(key, lane, retried=retried)
             self._flying -= 1
             if self._wake is not None:
                 self._wake.set()
 
-    def _settle(self, lane: Lane, entry: Entry, error: SendError | None, stale: bool) -> None:
-        item = entry.item
-        if stale:
-            self.report.stale(item)
-            self._forget_later(entry)
-        elif error is None:
-            self.report.sent(item, entry.tries)
-            self._forget_later(entry)
-        elif not error.retry:
-            self._give_up(entry, error.error)
-        else:
-            delay = min(self.first_retry * 2 ** (entry.tries - 1), self.max_retry)
-            if error.after is not None:  # the endpoint's Retry-After, within our bounds
-                delay = min(max(delay, error.after), self.max_retry)
-            if self.clock.now().timestamp() + delay > item.created + self.window:
-                self._give_up(entry, error.error)
-                return
-            # Closing, a retry after the grace stays queued: kept in the outbox for the
-            # next daemon, or counted as dropped.
-            entry.due = self.clock.monotonic() + delay
-            heapq.heappush(self._timers, entry.due)
-            lane.retrying.append(entry)
-            self.report.retry(item, entry.tries, delay, error.error)
-
     # -- endings ---------------------------------------------------------------------
-
-    def _give_up(self, entry: Entry, error: str) -> None:
-        self._forget_later(entry)
-        self.report.failed(entry.item, error)
 
     def _overflowed(self, item: OutboxItem) -> None:
         """An item given up because its lane was full (report.py sums them)."""
