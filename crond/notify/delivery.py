@@ -5,7 +5,7 @@ loop, so that no endpoint can delay a start or the heartbeat (docs/alerting.md).
 task. Each new item is kept in the outbox before it is tried — by `keep()`, which the
 daemon calls once the notifications of a run's end are all put, or else at the task's
 next pass (one write for all that came since) — so a restart loses none; it is forgotten
-once delivered or given up.
+once delivered or given up (intake.py).
 
 - Lanes (lanes.py): each notifier is a lane, and so are each job's pings. Per lane, items
   start in the order they were made; at most `lane_flying` tries of a lane run at once (a
@@ -36,20 +36,17 @@ import contextlib
 import heapq
 from collections.abc import Callable, Collection, Mapping
 from datetime import timedelta
-from typing import Final
 
 from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, SystemClock, sleep_until_woken
 from crond.config.loaded import NotifierSpec
+from crond.notify.intake import Intake
 from crond.notify.lanes import Entry, Lane, LaneKey, Lanes
 from crond.notify.outbox import Outbox, OutboxItem
 from crond.notify.report import Report
 from crond.notify.senders import Senders
 from crond.notify.tries import Tries
-
-_NEW_LIMIT: Final = 10_000  # items put and not yet taken by the task (it was not running)
-_RESTORE_LIMIT: Final = 10_000  # a previous daemon's items queued again at start
 
 
 class Delivery:
@@ -72,7 +69,6 @@ class Delivery:
         clock: Clock | None = None,
     ) -> None:
         self.log = log
-        self.outbox = outbox
         self.try_timeout = try_timeout
         self.total_flying = total_flying
         # Every instant of delivery is the clock's: its monotonic seconds for retries and
@@ -83,9 +79,8 @@ class Delivery:
         self.jobs: frozenset[str] | None = None  # None: not told, every job counts
         self.report = Report(log, on_result)
         self.lanes = Lanes(limit=lane_limit, flying=lane_flying)
-        self._new: list[OutboxItem] = []
+        self.intake = Intake(outbox)
         self._timers: list[float] = []  # heap of monotonic instants a retry falls due
-        self._done: list[int] = []  # outbox ids to forget at the next pass
         self._tasks: set[asyncio.Task[None]] = set()
         self._flying = 0
         self._wake: asyncio.Event | None = None
@@ -117,10 +112,9 @@ class Delivery:
             if self._closing:
                 self.report.refused()
                 return
-            if len(self._new) >= _NEW_LIMIT:
-                lost = self._new.pop(0)
+            lost = self.intake.put(item)
+            if lost is not None:
                 self._overflowed(lost)
-            self._new.append(item)
             if self._wake is not None:
                 self._wake.set()
         except Exception as exc:  # noqa: BLE001  (telling must never stop scheduling)
@@ -130,7 +124,7 @@ class Delivery:
         """Write what was put to the outbox now, rather than at the task's next pass: the
         daemon calls this after each run's notifications, so a crash right after a run
         ends (the log already says so) loses none of them. Never raises."""
-        if self._wake is None or self._closing or not self._new:
+        if self._wake is None or self._closing or not self.intake.new:
             return  # before run(): its restore must come first; closing: the task has it
         try:
             self._intake()
@@ -163,8 +157,8 @@ class Delivery:
         if self._wake is None:
             await asyncio.sleep(0)  # a run() task just created starts now
         if self._wake is None or self._ended is None:  # run() never started
-            self.report.dropped(len(self._new))
-            self._new.clear()
+            self.report.dropped(len(self.intake.new))
+            self.intake.new.clear()
             self._closed = True
             return
         self._wake.set()
@@ -176,7 +170,7 @@ class Delivery:
     def _nothing_before_deadline(self, now: float) -> bool:
         """Closing: the grace is over, or nothing is left to try within it."""
         deadline = self._deadline_or(now)
-        if now >= deadline or self._new:
+        if now >= deadline or self.intake.new:
             return now >= deadline
         return self.lanes.idle_until(deadline)
 
@@ -203,35 +197,24 @@ class Delivery:
     def _restore(self) -> None:
         """A previous daemon's items, queued again (they may be sent twice: at least once
         is the promise)."""
-        if self.outbox is None:
-            return
-        stored = self.outbox.pending(_RESTORE_LIMIT)
-        for row in stored:
+        for row in self.intake.restore():
             self._enqueue(row.item, row.id)
 
     def _pass(self, now: float) -> None:
         self.report.overflow_due(now)
         self._intake()
-        self._forget()
+        self.intake.forget()
         self._dispatch(now)
-        self._forget()
+        self.intake.forget()
 
     def _intake(self) -> None:
         """New items into the outbox (one write), then into their lanes."""
-        items, self._new = self._new, []
-        if not items:
-            return
-        ids: list[int] | None = None
-        if self.outbox is not None:
-            ids = self.outbox.add(items)
-        if ids is None or len(ids) != len(items):
-            ids = None
-        for index, item in enumerate(items):
-            self._enqueue(item, None if ids is None else ids[index])
+        for item, outbox_id in self.intake.take():
+            self._enqueue(item, outbox_id)
 
     def _enqueue(self, item: OutboxItem, outbox_id: int | None) -> None:
         for oldest in self.lanes.add(item, outbox_id):  # pushed out of a full lane
-            self._forget_later(oldest)
+            self.intake.forget_later(oldest.id)
             self._overflowed(oldest.item)
 
     def _dispatch(self, now: float) -> None:
@@ -249,7 +232,7 @@ class Delivery:
             epoch, now = self.clock.now().timestamp(), self.clock.monotonic()
             due = self.tries.settle(entry, stale, error, epoch=epoch, now=now)
             if due is None:  # delivered, stale or given up
-                self._forget_later(entry)
+                self.intake.forget_later(entry.id)
             else:
                 # Closing, a retry after the grace stays queued: kept in the outbox for the
                 # next daemon, or counted as dropped.
@@ -270,15 +253,6 @@ class Delivery:
         if due is not None:  # its line is held back: a pass then logs it
             heapq.heappush(self._timers, due)
 
-    def _forget_later(self, entry: Entry) -> None:
-        if entry.id is not None:
-            self._done.append(entry.id)
-
-    def _forget(self) -> None:
-        if self._done and self.outbox is not None:
-            ids, self._done = self._done, []
-            self.outbox.done(ids)
-
     async def _finish(self) -> None:
         """The end of the task: stop the tries in flight (an outbox keeps them for the
         next daemon), count what is left, release the client and the threads."""
@@ -291,11 +265,11 @@ class Delivery:
                 await task
         with contextlib.suppress(Exception):
             self._intake()
-        left = flying + len(self._new) + self.lanes.waiting()
+        left = flying + len(self.intake.new) + self.lanes.waiting()
         with contextlib.suppress(Exception):
-            self._forget()
+            self.intake.forget()
         self.report.overflow_all(self.clock.monotonic())
-        if self.outbox is None:
+        if self.intake.outbox is None:
             self.report.dropped(left)
         self.lanes.clear()
         await self.senders.aclose()
