@@ -25,21 +25,20 @@ once delivered or given up (intake.py).
   counted in one `notify.dropped`.
 
 Every instant is the Clock's: its monotonic seconds for retries and lanes, its wall clock
-for an item's age. How one try is sent (httpx, command notifiers, Apprise threads) is
-senders.py's. No error message holds a URL, a header or a command: see errors.py.
+for an item's age; when the task wakes is waking.py's. How one try is sent (httpx,
+command notifiers, Apprise threads) is senders.py's. No error message holds a URL, a
+header or a command: see errors.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 from collections.abc import Callable, Collection, Mapping
-from datetime import timedelta
 
 from structlog.typing import FilteringBoundLogger
 
-from crond.clock import Clock, SystemClock, sleep_until_woken
+from crond.clock import Clock, SystemClock
 from crond.config.loaded import NotifierSpec
 from crond.notify.intake import Intake
 from crond.notify.lanes import Entry, Lane, LaneKey, Lanes
@@ -47,6 +46,7 @@ from crond.notify.outbox import Outbox, OutboxItem
 from crond.notify.report import Report
 from crond.notify.senders import Senders
 from crond.notify.tries import Tries
+from crond.notify.waking import Waker
 
 
 class Delivery:
@@ -80,13 +80,11 @@ class Delivery:
         self.report = Report(log, on_result)
         self.lanes = Lanes(limit=lane_limit, flying=lane_flying)
         self.intake = Intake(outbox)
-        self._timers: list[float] = []  # heap of monotonic instants a retry falls due
         self._tasks: set[asyncio.Task[None]] = set()
         self._flying = 0
-        self._wake: asyncio.Event | None = None
+        self._waker = Waker()  # its deadline: the grace's end, set by aclose
         self._closing = False
         self._closed = False
-        self._deadline: float | None = None  # monotonic; set by aclose
         self._ended: asyncio.Event | None = None
         self.senders = Senders(try_timeout=try_timeout, connections=total_flying, threads=threads)
         self.tries = Tries(self.senders, self.report, try_timeout, first_retry, max_retry, window)
@@ -115,8 +113,7 @@ class Delivery:
             lost = self.intake.put(item)
             if lost is not None:
                 self._overflowed(lost)
-            if self._wake is not None:
-                self._wake.set()
+            self._waker.set()
         except Exception as exc:  # noqa: BLE001  (telling must never stop scheduling)
             self.report.bug(exc)
 
@@ -124,7 +121,7 @@ class Delivery:
         """Write what was put to the outbox now, rather than at the task's next pass: the
         daemon calls this after each run's notifications, so a crash right after a run
         ends (the log already says so) loses none of them. Never raises."""
-        if self._wake is None or self._closing or not self.intake.new:
+        if not self._waker.running or self._closing or not self.intake.new:
             return  # before run(): its restore must come first; closing: the task has it
         try:
             self._intake()
@@ -133,7 +130,7 @@ class Delivery:
 
     async def run(self) -> None:
         """The delivery task: returns once `aclose()` is done with it."""
-        self._wake = asyncio.Event()
+        self._waker.start()
         self._ended = asyncio.Event()
         try:
             self._restore()
@@ -144,7 +141,7 @@ class Delivery:
                     self.report.bug(exc)
                 if self._closing and self._nothing_before_deadline(self.clock.monotonic()):
                     break
-                await self._sleep()
+                await self._waker.sleep(self.clock)
         finally:
             await self._finish()
             self._closed = True
@@ -153,15 +150,15 @@ class Delivery:
     async def aclose(self, grace: float) -> None:
         """Take nothing more; try what is queued for up to `grace` seconds; end `run()`."""
         self._closing = True
-        self._deadline = self.clock.monotonic() + max(0.0, grace)
-        if self._wake is None:
+        self._waker.deadline = self.clock.monotonic() + max(0.0, grace)
+        if not self._waker.running:
             await asyncio.sleep(0)  # a run() task just created starts now
-        if self._wake is None or self._ended is None:  # run() never started
+        if not self._waker.running or self._ended is None:  # run() never started
             self.report.dropped(len(self.intake.new))
             self.intake.new.clear()
             self._closed = True
             return
-        self._wake.set()
+        self._waker.set()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._ended.wait(), grace + self.try_timeout + 5)
 
@@ -169,34 +166,13 @@ class Delivery:
 
     def _nothing_before_deadline(self, now: float) -> bool:
         """Closing: the grace is over, or nothing is left to try within it."""
-        deadline = self._deadline_or(now)
+        deadline = now if self._waker.deadline is None else self._waker.deadline
         if now >= deadline or self.intake.new:
             return now >= deadline
         return self.lanes.idle_until(deadline)
 
-    def _deadline_or(self, default: float) -> float:
-        return self._deadline if self._deadline is not None else default
-
-    async def _sleep(self) -> None:
-        """Until something is put, a try ends, a retry falls due or the grace is over."""
-        assert self._wake is not None
-        now = self.clock.monotonic()
-        while self._timers and self._timers[0] <= now:
-            heapq.heappop(self._timers)
-        wake_at = self._timers[0] if self._timers else None
-        if self._closing:
-            deadline = self._deadline_or(now)
-            wake_at = deadline if wake_at is None else min(wake_at, deadline)
-        if wake_at is None:
-            await self._wake.wait()
-            self._wake.clear()
-            return
-        until = self.clock.now() + timedelta(seconds=max(0.0, wake_at - now))
-        await sleep_until_woken(self.clock, until, self._wake)
-
     def _restore(self) -> None:
-        """A previous daemon's items, queued again (they may be sent twice: at least once
-        is the promise)."""
+        """A previous daemon's items, queued again (intake.py: maybe sent twice)."""
         for row in self.intake.restore():
             self._enqueue(row.item, row.id)
 
@@ -237,13 +213,12 @@ class Delivery:
                 # Closing, a retry after the grace stays queued: kept in the outbox for the
                 # next daemon, or counted as dropped.
                 entry.due = due
-                heapq.heappush(self._timers, due)
+                self._waker.at(due)
                 lane.retrying.append(entry)
         finally:
             self.lanes.landed(key, lane, retried=retried)
             self._flying -= 1
-            if self._wake is not None:
-                self._wake.set()
+            self._waker.set()
 
     # -- endings ---------------------------------------------------------------------
 
@@ -251,7 +226,7 @@ class Delivery:
         """An item given up because its lane was full (report.py sums them)."""
         due = self.report.overflowed(item, self.clock.monotonic())
         if due is not None:  # its line is held back: a pass then logs it
-            heapq.heappush(self._timers, due)
+            self._waker.at(due)
 
     async def _finish(self) -> None:
         """The end of the task: stop the tries in flight (an outbox keeps them for the
