@@ -11,8 +11,7 @@ and took ~150 ms for 1,000 jobs (30,000 samples), and a scrape is served from th
 daemon's own loop, which it stalls meanwhile. `Metrics` is also a prometheus-client
 Collector (`collect`), so it can be registered in a private CollectorRegistry; the tests
 check that `render()` is byte for byte what `generate_latest` makes of that registry.
-Label values are escaped as the format says (backslash, double quote, newline):
-notifier names may hold any character.
+How the format writes numbers, label values and histograms is exposition.py's.
 
 Every job's series exist from the first scrape, at 0, for each outcome and skip reason;
 a timestamp never set is 0. Call `reloaded(True, at)` after the first load too: until
@@ -36,7 +35,6 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from prometheus_client import utils as prometheus_utils
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -44,6 +42,8 @@ from prometheus_client.metrics_core import (
     HistogramMetricFamily,
     Metric,
 )
+
+from crond.notify.exposition import escaped, go_float, histogram, label_value, number, whole
 
 if TYPE_CHECKING:
     from crond.config.loaded import LoadedJob
@@ -106,36 +106,6 @@ FAMILIES = {
     "jobs": ("crond_jobs", "gauge", "Jobs in the schedules file."),
     "build": ("crond_build_info", "gauge", "crond's version (the value is always 1)."),
 }
-
-
-# Numbers as the format writes them (Go's float formatting); untyped in prometheus-client.
-_go_float: Callable[[float], str] = prometheus_utils.floatToGoString
-
-
-def label_value(text: str) -> str:
-    """`text` as a quoted label value's inside: backslash, newline and quote escaped."""
-    return text.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
-
-
-def _num(value: float) -> str:
-    # Most values of a big file are 0: that case skips _go_float's work.
-    return "0.0" if value == 0 else _go_float(value)
-
-
-def _count(value: int) -> str:
-    """A count as _go_float writes it (Go switches to an exponent from 1e6 on): the
-    common case without its float conversions, half a render's time otherwise."""
-    return f"{value}.0" if 0 <= value < 1_000_000 else _go_float(value)
-
-
-_KEYS: dict[str, str] = {}  # outcomes, reasons, results (named by crond's code), escaped
-
-
-def _key(text: str) -> str:
-    escaped = _KEYS.get(text)
-    if escaped is None:
-        escaped = _KEYS[text] = label_value(text)
-    return escaped
 
 
 class _Job:
@@ -265,34 +235,32 @@ class Metrics:
         for job in jobs:
             prefix = f"crond_job_runs_total{{{job.label},outcome="
             for outcome, count in job.runs.items():
-                out.append(f'{prefix}"{_key(outcome)}"}} {_count(count)}\n')
+                out.append(f'{prefix}"{escaped(outcome)}"}} {whole(count)}\n')
         self._head(out, "duration")
         for job in jobs:
-            _histogram(out, "crond_job_duration_seconds", job.label, job.buckets,
-                       job.duration_sum, les=_DURATION_LE)  # fmt: skip
+            histogram(out, "crond_job_duration_seconds", job.label, job.buckets,
+                      job.duration_sum, les=_DURATION_LE)  # fmt: skip
         self._gauges(out, "last_run", ((job.label, job.last_run) for job in jobs))
         self._gauges(out, "last_success", ((job.label, job.last_success) for job in jobs))
         self._gauges(out, "next_fire", ((job.label, next_fire.get(job.name, 0)) for job in jobs))
         self._gauges(out, "running", ((job.label, running.get(job.name, 0)) for job in jobs))
         self._head(out, "missed")
-        out.extend(f"crond_job_missed_total{{{job.label}}} {_count(job.missed)}\n" for job in jobs)
+        out.extend(f"crond_job_missed_total{{{job.label}}} {whole(job.missed)}\n" for job in jobs)
         self._head(out, "skipped")
         for job in jobs:
             prefix = f"crond_job_skipped_total{{{job.label},reason="
             for reason, count in job.skipped.items():
-                out.append(f'{prefix}"{_key(reason)}"}} {_count(count)}\n')
+                out.append(f'{prefix}"{escaped(reason)}"}} {whole(count)}\n')
         self._gauges(out, "paused", ((job.label, float(job.paused)) for job in jobs))
         self._head(out, "lag")
-        _histogram(
-            out, "crond_start_lag_seconds", "", self._lag_buckets, self._lag_sum, les=_LAG_LE
-        )
+        histogram(out, "crond_start_lag_seconds", "", self._lag_buckets, self._lag_sum, les=_LAG_LE)
         self._gauges(out, "reload_ok", [("", float(self._reload_ok))])
         self._gauges(out, "reload_at", [("", self._reload_at)])
         self._head(out, "notifications")
         for notifier, counts in self._notifications.items():
             prefix = f'crond_notifications_total{{notifier="{label_value(notifier)}",result='
             for result, count in counts.items():
-                out.append(f'{prefix}"{_key(result)}"}} {_count(count)}\n')
+                out.append(f'{prefix}"{escaped(result)}"}} {whole(count)}\n')
         self._gauges(out, "jobs", [("", len(self._jobs))])
         self._gauges(out, "build", [(f'version="{label_value(self._version)}"', 1)])
         return "".join(out).encode()
@@ -320,7 +288,7 @@ class Metrics:
         name = FAMILIES[key][0]
         for labels, value in values:
             pairs = f"{{{labels}}}" if labels else ""
-            out.append(f"{name}{pairs} {_num(value)}\n")
+            out.append(f"{name}{pairs} {number(value)}\n")
 
     # --- the same numbers as prometheus-client families ---------------------------------
 
@@ -366,28 +334,8 @@ class Metrics:
         yield build
 
 
-_DURATION_LE = (*(_go_float(b) for b in DURATION_BUCKETS), "+Inf")
-_LAG_LE = (*(_go_float(b) for b in LAG_BUCKETS), "+Inf")
-
-
-def _histogram(
-    out: list[str],
-    name: str,
-    labels: str,
-    buckets: list[int],
-    total: float,
-    *,
-    les: tuple[str, ...],
-) -> None:
-    """One histogram's samples: cumulative buckets, then _count and _sum."""
-    pairs = f"{labels}," if labels else ""
-    bucket = f"{name}_bucket{{{pairs}le="
-    tail = f"{{{labels}}}" if labels else ""
-    seen = 0
-    for le, count in zip(les, buckets, strict=True):
-        seen += count
-        out.append(f'{bucket}"{le}"}} {_count(seen)}\n')
-    out.append(f"{name}_count{tail} {_count(seen)}\n{name}_sum{tail} {_num(total)}\n")
+_DURATION_LE = (*(go_float(b) for b in DURATION_BUCKETS), "+Inf")
+_LAG_LE = (*(go_float(b) for b in LAG_BUCKETS), "+Inf")
 
 
 def _cumulative(buckets: list[int], les: tuple[str, ...]) -> list[tuple[str, float]]:

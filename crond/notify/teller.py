@@ -1,65 +1,38 @@
 """The Teller: what the daemon tells, and to whom (docs/alerting.md).
 
-The daemon calls it at each start, end, miss, skip and lost run; it decides which
-notifiers a job's `notify` subscribes to that event, builds the body (body.py), keeps the
-failing streaks, sends the job's healthchecks.io pings, and hands it all to Delivery.
-A job with no `notify` and no `ping` costs one dict lookup: these calls come for every
-run of every job. No method blocks or raises.
+The daemon calls it at each start, end, miss, skip and lost run; it tells the notifiers
+a job's `notify` subscribes to that event (plans.py), builds the body (body.py), keeps the
+failing streaks (streaks.py), times long runs (long_running.py), sends the job's
+healthchecks.io pings, and hands it all to Delivery. A job with no `notify` and no
+`ping` costs one dict lookup: these calls come for every run of every job. No method
+blocks or raises.
 
-Streaks, per notifier and job: the first `failed` run of a streak is told at once, later
-ones at most once per the notifier's `repeat` (0s: every one), each with `streak`, the
-failed runs so far. A success ends the streak, told as `recovered` (its `streak`: the
-failed runs it ends) to a notifier that wants it, which then is not also told
-`succeeded`. A streak survives a restart through `Memory` (the state store's meta table):
-`streak:NOTIFIER:JOB` holds `{"failed": N, "sent": EPOCH}`.
+A success ends a failing streak, told as `recovered` (its `streak`: the failed runs it
+ends) to a notifier that wants it, which then is not also told `succeeded`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import json
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from crond.clock import Clock, Timer
+from crond.clock import Clock
 from crond.config.loaded import LoadedJob, NotifierSpec
 from crond.config.model import NotifyEvent
 from crond.notify import body as bodies
 from crond.notify.delivery import Delivery
+from crond.notify.long_running import LongRunning
 from crond.notify.outbox import OutboxItem
+from crond.notify.plans import Plan, plans
+from crond.notify.streaks import Memory, Streaks
 from crond.run.attempt import Outcome, RunResult
 
 F = TypeVar("F", bound=Callable[..., None])
-
-
-class Memory(Protocol):
-    """Small strings kept across daemon restarts. Neither method raises."""
-
-    def get(self, key: str) -> str | None: ...
-
-    def set(self, key: str, value: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What one job tells: its subscribers per event, the notifiers whose streak it
-    keeps, whether it pings, and when a run is long."""
-
-    events: dict[NotifyEvent, tuple[str, ...]]
-    streaked: tuple[str, ...]  # subscribed to failed or recovered
-    ping: bool
-    warn_after: timedelta | None  # only when someone is told `long_running`
-
-
-@dataclass
-class _Streak:
-    failed: int = 0  # failed runs in a row
-    sent: float | None = None  # epoch seconds of the last `failed` told
 
 
 def _safe(method: F) -> F:
@@ -84,12 +57,11 @@ class Teller:
     ) -> None:
         self.delivery = delivery
         self.clock = clock
-        self.memory = memory
+        self.streaks = Streaks(memory)
         self.host = host or socket.gethostname()
         self.notifiers: Mapping[str, NotifierSpec] = {}
-        self._plans: dict[str, _Plan] = {}
-        self._streaks: dict[tuple[str, str], _Streak] = {}
-        self._long: dict[str, Timer] = {}  # run_id -> its long_running timer
+        self._plans: dict[str, Plan] = {}
+        self._long = LongRunning(clock)  # the runs' long_running timers
 
     @_safe
     def configure(
@@ -97,33 +69,9 @@ class Teller:
     ) -> None:
         """The file's notifiers and jobs (each load and reload); delivery's too."""
         self.notifiers = dict(notifiers)
-        plans = {}
-        for name, job in jobs.items():
-            plan = self._plan(job)
-            if plan is not None:
-                plans[name] = plan
-        self._plans = plans
+        self._plans = plans(jobs, self.notifiers)
         pings = {name: job.ping for name, job in jobs.items() if job.ping}
         self.delivery.configure(notifiers, pings, jobs=jobs.keys())
-
-    def _plan(self, job: LoadedJob) -> _Plan | None:
-        events: dict[NotifyEvent, list[str]] = {}
-        for notifier, wanted in job.settings.notify.items():
-            if notifier not in self.notifiers:
-                continue  # the loader refuses this; a stale one must not fail here
-            for event in dict.fromkeys(wanted):
-                events.setdefault(NotifyEvent(event), []).append(notifier)
-        if not events and not job.ping:
-            return None
-        failed = events.get(NotifyEvent.FAILED, [])
-        recovered = events.get(NotifyEvent.RECOVERED, [])
-        warn_after = job.settings.warn_after if NotifyEvent.LONG_RUNNING in events else None
-        return _Plan(
-            events={event: tuple(names) for event, names in events.items()},
-            streaked=tuple(dict.fromkeys([*failed, *recovered])),
-            ping=bool(job.ping),
-            warn_after=warn_after or None,
-        )
 
     # -- the daemon's facts ----------------------------------------------------------
 
@@ -143,7 +91,10 @@ class Teller:
         if plan.ping and attempt == 1:
             self._ping(job.name, "start", run_id, "", now)
         if plan.warn_after is not None and run_id not in self._long:
-            self._arm(job.name, run_id, slot, plan.warn_after)
+            after = plan.warn_after
+            self._long.arm(
+                run_id, after, functools.partial(self._long_running, job.name, run_id, slot, after)
+            )
 
     @_safe
     def finished(
@@ -157,7 +108,7 @@ class Teller:
         attempts_allowed: int,
     ) -> None:
         """A run ended (its last attempt): success, or failed after its retries."""
-        self._disarm(run_id)
+        self._long.disarm(run_id)
         plan = self._plans.get(job.name)
         if plan is None:
             return
@@ -184,37 +135,24 @@ class Teller:
             self._failed(plan, job, now, text, facts)
 
     def _failed(
-        self, plan: _Plan, job: LoadedJob, now: datetime, text: str, facts: dict[str, Any]
+        self, plan: Plan, job: LoadedJob, now: datetime, text: str, facts: dict[str, Any]
     ) -> None:
         told = plan.events.get(NotifyEvent.FAILED, ())
         for notifier in plan.streaked:
-            streak = self._streak(notifier, job.name)
+            streak = self.streaks.get(notifier, job.name)
             streak.failed += 1
-            if notifier in told and self._due(notifier, streak, now):
+            if notifier in told and streak.due(now, self.notifiers[notifier].repeat):
                 streak.sent = now.timestamp()
                 self._notify((notifier,), NotifyEvent.FAILED, job.name, now, text,
                              streak=streak.failed, **facts)  # fmt: skip
-            self._save(notifier, job.name, streak)
+            self.streaks.save(notifier, job.name, streak)
 
-    def _due(self, notifier: str, streak: _Streak, now: datetime) -> bool:
-        """Is this failed run of a streak told? The first always; later ones once
-        `repeat` has passed since the last told."""
-        repeat = self.notifiers[notifier].repeat.total_seconds()
-        if streak.failed == 1 or streak.sent is None or repeat <= 0:
-            return True
-        return now.timestamp() - streak.sent >= repeat
-
-    def _succeeded(self, plan: _Plan, job: LoadedJob, now: datetime, facts: dict[str, Any]) -> None:
+    def _succeeded(self, plan: Plan, job: LoadedJob, now: datetime, facts: dict[str, Any]) -> None:
         recovered = set()
         wants_recovered = plan.events.get(NotifyEvent.RECOVERED, ())
         for notifier in plan.streaked:
-            streak = self._streak(notifier, job.name)
-            if not streak.failed:
-                continue
-            ended = streak.failed
-            self._save(notifier, job.name, _Streak())
-            self._streaks[notifier, job.name] = _Streak()
-            if notifier in wants_recovered:
+            ended = self.streaks.end(notifier, job.name)
+            if ended and notifier in wants_recovered:
                 text = bodies.recovered_text(job.name, self.host, ended)
                 self._notify((notifier,), NotifyEvent.RECOVERED, job.name, now, text,
                              streak=ended, **facts)  # fmt: skip
@@ -253,7 +191,7 @@ class Teller:
     @_safe
     def lost(self, job_name: str, run_id: str, slot: datetime) -> None:
         """A run a dead daemon left: `lost`, and a /fail ping."""
-        self._disarm(run_id)
+        self._long.disarm(run_id)
         plan = self._plans.get(job_name)
         if plan is None:
             return
@@ -268,30 +206,13 @@ class Teller:
 
     def close(self) -> None:
         """Disarm every long_running timer (the daemon stops)."""
-        for handle in self._long.values():
-            handle.cancel()
-        self._long.clear()
+        self._long.close()
 
     # -- long_running ----------------------------------------------------------------
 
-    def _arm(self, job: str, run_id: str, slot: datetime, after: timedelta) -> None:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # no event loop (a test, a tool): no timer
-            return
-        when = self.clock.now() + after
-        self._long[run_id] = self.clock.call_at(
-            when, functools.partial(self._long_running, job, run_id, slot, after)
-        )
-
-    def _disarm(self, run_id: str) -> None:
-        handle = self._long.pop(run_id, None)
-        if handle is not None:
-            handle.cancel()
-
     @_safe
     def _long_running(self, job: str, run_id: str, slot: datetime, after: timedelta) -> None:
-        self._long.pop(run_id, None)
+        self._long.fired(run_id)
         plan = self._plans.get(job)
         if plan is None:
             return
@@ -321,34 +242,3 @@ class Teller:
     def _ping(self, job: str, signal: str, run_id: str, tail: str, now: datetime) -> None:
         data = json.dumps({"rid": run_id, "tail": tail}, ensure_ascii=False)
         self.delivery.put(OutboxItem("ping", "", job, signal, data, now.timestamp()))
-
-    def _streak(self, notifier: str, job: str) -> _Streak:
-        key = (notifier, job)
-        streak = self._streaks.get(key)
-        if streak is None:
-            streak = self._streaks[key] = self._recall(notifier, job)
-        return streak
-
-    def _recall(self, notifier: str, job: str) -> _Streak:
-        if self.memory is None:
-            return _Streak()
-        try:
-            text = self.memory.get(_memory_key(notifier, job))
-            if not text:
-                return _Streak()
-            data = json.loads(text)
-            sent = data.get("sent")
-            return _Streak(int(data.get("failed", 0)), None if sent is None else float(sent))
-        except Exception:  # noqa: BLE001  (a damaged value: a new streak)
-            return _Streak()
-
-    def _save(self, notifier: str, job: str, streak: _Streak) -> None:
-        if self.memory is None:
-            return
-        value = json.dumps({"failed": streak.failed, "sent": streak.sent})
-        with contextlib.suppress(Exception):
-            self.memory.set(_memory_key(notifier, job), value)
-
-
-def _memory_key(notifier: str, job: str) -> str:
-    return f"streak:{notifier}:{job}"
