@@ -83,7 +83,7 @@ class Telling:
         if metrics is not None and self.metrics is None:
             from crond.notify.metrics import Metrics  # noqa: PLC0415  (only when on)
 
-            self.metrics = Metrics(__version__, self._live)
+            self.metrics = Metrics(__version__, self._live, clock=self.clock)
         if self.metrics is not None:
             self.metrics.set_jobs(cfg.jobs)
             self.metrics.set_notifiers(cfg.notifiers)  # and "ping", always

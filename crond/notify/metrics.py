@@ -30,7 +30,6 @@ Histogram buckets (upper bounds, seconds; +Inf is added):
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
@@ -43,6 +42,7 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 
+from crond.clock import Clock, SystemClock
 from crond.notify.exposition import escaped, go_float, histogram, label_value, number, whole
 
 if TYPE_CHECKING:
@@ -142,8 +142,11 @@ class Metrics:
     locks). `live` is read at each scrape for what the loop knows now: the runs going on
     and each job's next fire."""
 
-    def __init__(self, version: str, live: Live, *, reuse_s: float = REUSE_S) -> None:
+    def __init__(
+        self, version: str, live: Live, *, reuse_s: float = REUSE_S, clock: Clock | None = None
+    ) -> None:
         self._version = version
+        self._clock: Clock = clock or SystemClock()  # its monotonic seconds: route()'s reuse
         self._live = live
         self._reuse_s = reuse_s
         self._page: tuple[float, bytes] | None = None  # (monotonic time, page) of route()
@@ -221,7 +224,7 @@ class Metrics:
         hammering the port) cost one render between them: a render of 10,000 jobs holds
         the loop a quarter of a second, and each connection would otherwise hold a page
         of its own (20 MB) while it is sent."""
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if self._page is None or not 0 <= now - self._page[0] < self._reuse_s:
             self._page = (now, self.render())
         return 200, CONTENT_TYPE_LATEST, self._page[1]
