@@ -3,8 +3,9 @@
 - `lifecycle`: start, signals (HUP reload, TERM drain), `crond run` and `crond run-job`;
 - `loop`: the shell around the scheduling core (crond/schedule/): sleep until its
   wake, claim once, carry out its actions (spawn runs, log, tell) through `Effects`;
-- `recorder`: the daemon's policy for its state store: when to write, how a failing
-  store degrades and recovers, opening and reopening it;
+- `recorder`: the daemon's policy for its state store: what is written, and when;
+- `stores`: which store it opens, and how a failing one degrades and recovers, opening
+  and reopening it;
 - `heartbeat`: what the loop does every heartbeat: the watchdog ping, the store's
   check or reopen, the liveness file (written by `liveness`; sd_notify by `systemd`);
 - `reaper`: orphans reaped when crond is PID 1.

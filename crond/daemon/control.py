@@ -29,7 +29,8 @@ from crond.control.protocol import ControlError, ok
 from crond.control.server import Caller, ControlServer, Send
 from crond.daemon.cluster import Cluster
 from crond.daemon.loop import Loop, Pending
-from crond.daemon.recorder import FAILED, StoreRecorder
+from crond.daemon.recorder import StoreRecorder
+from crond.daemon.stores import FAILED
 from crond.run import runner
 from crond.store.base import PauseRow, Replicated, Store
 

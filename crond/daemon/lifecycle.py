@@ -5,7 +5,8 @@ is logged and the old jobs keep running. SIGTERM/SIGINT start no new run, wait u
 `shutdown_timeout` for the running ones, then stop them as for a timeout; a second
 signal stops them at once. The heartbeat (liveness file, systemd watchdog, the store's
 checks) is crond/daemon/heartbeat.py, called by the scheduling loop itself; what is
-recorded in the state store, and what a failing store costs, crond/daemon/recorder.py.
+recorded in the state store, crond/daemon/recorder.py; what a failing store costs,
+crond/daemon/stores.py.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from crond import __version__, ownership
 from crond.clock import Clock, SystemClock
 from crond.config import loader, problems
 from crond.config.loaded import LoadedConfig, LoadedJob
-from crond.config.model import Overlap, Replicas
 from crond.control.server import socket_path
 from crond.daemon import reaper, stores
 from crond.daemon import taken as socket_taken
@@ -158,19 +158,9 @@ class Service:
         flags = self.options
         self.heartbeat.configure(cfg, liveness_file=flags.liveness_file, heartbeat=flags.heartbeat)
         self.loop.heartbeat = self.heartbeat.period
-        self.recorder.history = {name: job.settings.history for name, job in cfg.jobs.items()}
+        self.recorder.configure(cfg)
         self.telling.configure(cfg, self._metrics_address(cfg))
         self.loop.limit(cfg.daemon.max_running)
-        jobs = cfg.jobs.values()
-        self.recorder.each_replica = frozenset(
-            job.name for job in jobs if job.settings.replicas is Replicas.ALL
-        )
-        self.recorder.one_at_a_time = frozenset(
-            job.name for job in jobs if job.settings.overlap is Overlap.SKIP
-        )
-        self.recorder.replacing = frozenset(
-            job.name for job in jobs if job.settings.overlap is Overlap.REPLACE
-        )
         if self.cluster is not None:
             self.cluster.configure(cfg, self.digest)
 
