@@ -67,6 +67,16 @@ def cluster_opener(url: str, cfg: LoadedConfig, replica: str) -> Opener:
     )
 
 
+def chosen(
+    cfg: LoadedConfig, state_dir: Path | None, url: str | None, replica: str | None
+) -> Opener | None:
+    """How the daemon opens its store: a replica, the cluster's database (replicas share
+    its state); else the SQLite store of `state_dir` (None: no store)."""
+    if url is not None and replica is not None:
+        return cluster_opener(url, cfg, replica)
+    return None if state_dir is None else opener(state_dir)
+
+
 class StoreHealth:
     """A Store, or nothing when the store is off (`opener` None) or broken: opened (again),
     written through, degraded and recovered. Use it from the event loop's thread."""
