@@ -91,7 +91,9 @@ class Service:
         self.named = {} if replica is None else {"replica": replica, "cluster": cfg.daemon.cluster}
         opener = stores.chosen(cfg, state_dir, url, replica)
         self.recorder = StoreRecorder(opener, log.bind(**self.named), clock, replica=replica)
-        self.spawner = Spawner(log=log, clock=clock, recorder=self.recorder, database=bool(url))
+        self.spawner = Spawner(
+            log=log, clock=clock, recorder=self.recorder, database=url is not None
+        )
         # The daemon is the loop's Effects: what the loop does goes through the methods
         # of "the loop's Effects" below, to the parts made here.
         self.loop: Loop[runner.Run] = Loop(
@@ -183,7 +185,7 @@ class Service:
         self._status = 1
         self.loop.stop()
 
-    # --- signals ----------------------------------------------------------------------
+    # --- the signals' handlers (what they do: crond/daemon/signals.py) -----------------
 
     def _on_hup(self) -> None:
         self.signals.hup()
