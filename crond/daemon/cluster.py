@@ -30,7 +30,8 @@ from structlog.typing import FilteringBoundLogger
 from crond import __version__
 from crond.clock import Clock, iso_utc
 from crond.daemon.loop import Loop
-from crond.daemon.recorder import FAILED, Failed, StoreRecorder
+from crond.daemon.recorder import StoreRecorder
+from crond.daemon.stores import FAILED, Failed
 from crond.run import runner
 from crond.store.base import AttemptRow, PauseRow, Replicated
 

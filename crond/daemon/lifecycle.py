@@ -1,11 +1,12 @@
-"""The daemon's lifecycle: start, signals, reload, shutdown; `crond run` and `crond run-job`.
+"""The daemon's lifecycle: start and shutdown, `crond run`; the parts it is made of.
 
-SIGHUP re-reads the file through the same `config.load` as `crond validate`; a bad file
-is logged and the old jobs keep running. SIGTERM/SIGINT start no new run, wait up to
-`shutdown_timeout` for the running ones, then stop them as for a timeout; a second
-signal stops them at once. The heartbeat (liveness file, systemd watchdog, the store's
-checks) is crond/daemon/heartbeat.py, called by the scheduling loop itself; what is
-recorded in the state store, and what a failing store costs, crond/daemon/recorder.py.
+`Service` builds the daemon's parts and is the scheduling loop's Effects (the protocol in
+crond/daemon/runs.py): what the loop does to the world goes through it to them. What the
+signals do (SIGHUP's reload, SIGTERM's drain) is crond/daemon/signals.py; the spawn path
+of the runs, crond/daemon/spawning.py; the heartbeat (liveness file, systemd watchdog, the
+store's checks), crond/daemon/heartbeat.py, called by the scheduling loop itself; what is
+recorded in the state store, crond/daemon/recorder.py and crond/daemon/view.py; what a
+failing store costs, crond/daemon/stores.py.
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import os
 import resource
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -29,8 +29,7 @@ from structlog.typing import FilteringBoundLogger
 from crond import __version__, ownership
 from crond.clock import Clock, SystemClock
 from crond.config import loader, problems
-from crond.config.loaded import LoadedConfig, LoadedJob, secret_names
-from crond.config.model import Overlap, Replicas
+from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.control.server import socket_path
 from crond.daemon import reaper, stores
 from crond.daemon import taken as socket_taken
@@ -40,29 +39,17 @@ from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Gate, Loop
 from crond.daemon.pausing import Pausing
 from crond.daemon.recorder import StoreRecorder
+from crond.daemon.signals import Signals
+from crond.daemon.spawning import Spawner
 from crond.daemon.systemd import Systemd
 from crond.daemon.telling import Telling
+from crond.daemon.view import StoreView
 from crond.run import runner
 from crond.schedule.actions import Claims, Key
 from crond.schedule.rules import Decision, Entry
-from crond.store import files, locate
-from crond.store.base import ReplicaTaken, Start, Store, ViewRow, view_row
+from crond.store import locate
+from crond.store.base import ReplicaTaken
 from crond.when.zones import tzdata_version
-
-# systemd's messages to this process: a job must not talk to systemd in crond's name.
-_DAEMON_ONLY = frozenset(
-    {
-        "NOTIFY_SOCKET",
-        "WATCHDOG_USEC",
-        "WATCHDOG_PID",
-        "LISTEN_FDS",
-        "LISTEN_PID",
-        "LISTEN_FDNAMES",
-        "INVOCATION_ID",
-        "CROND_DATABASE_URL",  # crond's own database (and its password) is not the jobs'
-        "CROND_REPLICA",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -97,34 +84,23 @@ class Service:
         self.log = log
         self.clock = clock
         self.notifier = Systemd()
-        self.specs: dict[str, tuple[LoadedJob, runner.RunSpec]] = {}
         state_dir = locate.resolve_dir(options.state_dir, cfg.daemon.state_dir)
         url = database_url(cfg)
-        # Read once: every job's environment starts here, without what is the daemon's own
-        # (with a database, libpq's PG* variables are how crond reaches it: a job that runs
-        # as another user must not inherit its password; a job gives its own in `env:`).
-        self._environ = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in _DAEMON_ONLY and not (url is not None and k.startswith("PG"))
-        }
-        self.environ = _without_secrets(self._environ, cfg)
         replica = None if url is None else replica_name(options.replica, cfg)
-        opener: Callable[[bool], Store] | None
         # Which replica of which cluster this is: in daemon.started and in the store's
         # events (database.*), so that a log shared by replicas tells them apart.
-        self.named: dict[str, str] = {}
-        if url is not None and replica is not None:  # replicas share the database's state
-            opener = stores.cluster_opener(url, cfg, replica)
-            self.named = {"replica": replica, "cluster": cfg.daemon.cluster}
-        else:
-            opener = None if state_dir is None else stores.opener(state_dir)
+        self.named = {} if replica is None else {"replica": replica, "cluster": cfg.daemon.cluster}
+        opener = stores.chosen(cfg, state_dir, url, replica)
         self.recorder = StoreRecorder(opener, log.bind(**self.named), clock, replica=replica)
+        self.spawner = Spawner(
+            log=log, clock=clock, recorder=self.recorder, database=url is not None, cfg=cfg
+        )
         # The daemon is the loop's Effects: what the loop does goes through the methods
         # of "the loop's Effects" below, to the parts made here.
         self.loop: Loop[runner.Run] = Loop(
             clock=clock, log=log, effects=self, heartbeat=cfg.daemon.heartbeat
         )
+        self.view = StoreView(clock=clock, loop=self.loop, recorder=self.recorder)
         self.heartbeat = Heartbeat(self.loop, self.recorder, self.notifier, log, self._publish)
         self.heartbeat.on_taken = self._taken
         self._status = 0  # crond run's exit status after a stop
@@ -138,6 +114,10 @@ class Service:
                 on_paused=self.telling.paused,
             )  # fmt: skip
             self.heartbeat.cluster = self.cluster.beat
+        self.signals = Signals(
+            path=path, log=log, notifier=self.notifier, loop=self.loop, swap=self._swap,
+            on_reloaded=self.telling.reloaded,
+        )  # fmt: skip
         self.pausing = Pausing(
             log=log, clock=clock, loop=self.loop, recorder=self.recorder,
             on_paused=self.telling.paused, replicated=self.cluster is not None,
@@ -148,34 +128,19 @@ class Service:
             loop=self.loop,
             pausing=self.pausing,
             cluster=self.cluster,
-            reload=self.reload_asked,  # `crond reload`, as SIGHUP
+            reload=self.signals.reload_asked,  # `crond reload`, as SIGHUP
         )
         self._settings(cfg)
-        self._signals = 0
-        self._reload_wanted = False
-        self._reloading: asyncio.Task[None] | None = None
-        self._reloaded: dict[str, Any] = {}  # the last reload's outcome, for `crond reload`
-        self._tasks: asyncio.TaskGroup | None = None
-        self._run_ids: dict[tuple[str, datetime], str] = {}  # run ids chosen by _prepare
 
     def _settings(self, cfg: LoadedConfig) -> None:
         """What a (re)loaded file says of the daemon (the flags of `crond run` win)."""
         flags = self.options
         self.heartbeat.configure(cfg, liveness_file=flags.liveness_file, heartbeat=flags.heartbeat)
         self.loop.heartbeat = self.heartbeat.period
-        self.recorder.history = {name: job.settings.history for name, job in cfg.jobs.items()}
+        self.recorder.configure(cfg)
         self.telling.configure(cfg, self._metrics_address(cfg))
         self.loop.limit(cfg.daemon.max_running)
-        jobs = cfg.jobs.values()
-        self.recorder.each_replica = frozenset(
-            job.name for job in jobs if job.settings.replicas is Replicas.ALL
-        )
-        self.recorder.one_at_a_time = frozenset(
-            job.name for job in jobs if job.settings.overlap is Overlap.SKIP
-        )
-        self.recorder.replacing = frozenset(
-            job.name for job in jobs if job.settings.overlap is Overlap.REPLACE
-        )
+        self.signals.configure(cfg)
         if self.cluster is not None:
             self.cluster.configure(cfg, self.digest)
 
@@ -185,35 +150,12 @@ class Service:
     # --- the loop's Effects (crond/daemon/loop.py) ---------------------------------------
 
     def launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
-        """A run of `job`, spawned now; the loop drives it in its TaskGroup."""
-        cached = self.specs.get(job.name)
-        if cached is None or cached[0] is not job:
-            cached = (job, runner.spec_for(job, self.environ))
-            self.specs[job.name] = cached
-        run_id = self._run_ids.pop((job.name, slot), None)
-        return runner.Run(
-            cached[1],
-            slot,
-            run_id=run_id,
-            clock=self.clock,
-            log=self.log,
-            recorder=self.recorder,
-            gate=gate,
-        )
+        return self.spawner.launch(job, slot, gate)
 
     def claim(
         self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
     ) -> Claims:
-        """The runs one wake is about to start at `at` (the wake may come just before):
-        their `started` rows in one commit, before the first spawn (one per run would
-        cost each later spawn of the wake the commits of those before). A replica claims
-        them in that commit: those it may not start, and why; and of the `told` slots
-        (skipped, missed), those another replica claimed first, and so tells of."""
-        if self.recorder.store is None and self.recorder.replica is None:
-            return Claims()
-        self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
-        records = [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()]
-        return self.recorder.prepare(records, told, started=at)
+        return self.spawner.claim(starts, told, at)
 
     def beat(self, now: datetime) -> None:
         self.heartbeat.beat(now)
@@ -231,29 +173,13 @@ class Service:
         self.pausing.ran_out(job, skipped)
 
     def moved(self, entries: list[Entry], cursors: list[Key]) -> None:
-        """The store's copy of the moved next fires and cursors: on the loop's next turn,
-        after the runs this wake started have settled (their `job.started`, their pipes)."""
-        if self.recorder.store is not None:
-            rows = [_view_row(entry) for entry in entries]
-            asyncio.get_running_loop().call_soon(self.recorder.update_view, rows, cursors)
+        self.view.moved(entries, cursors)
 
     # --- the state store --------------------------------------------------------------
 
     def _publish(self) -> None:
         """The jobs as the daemon now sees them, into the store for `crond status`."""
-        entries = self.loop.core.schedule.entries
-        self.recorder.publish_view(
-            (_view_row(entries[name]) for name in self.cfg.jobs), self.digest
-        )
-
-    def _start_reboot_jobs(self) -> None:
-        """`@reboot` jobs: once per host boot (the recorder remembers which boot)."""
-        now, boot = self.clock.now(), files.boot_id()
-        for job in self.cfg.jobs.values():
-            due = job.reboot and job.settings.enabled
-            if due and not self.recorder.ran_in_boot(job.name, boot):
-                mark = functools.partial(self.recorder.mark_boot, job.name, boot)
-                self.loop.start_soon(job, now, before=mark)
+        self.view.publish(self.cfg.jobs, self.digest)
 
     def _taken(self, exc: ReplicaTaken) -> None:
         """A live replica has this one's name (found at start, or when the database first
@@ -263,80 +189,29 @@ class Service:
         self._status = 1
         self.loop.stop()
 
-    # --- signals ----------------------------------------------------------------------
+    # --- the signals' handlers (what they do: crond/daemon/signals.py) -----------------
 
     def _on_hup(self) -> None:
-        self._reload_wanted = True
-        if self._reloading is None or self._reloading.done():
-            self._reloading = self._own(self._reload())
+        self.signals.hup()
 
-    async def _reload(self) -> None:
-        # Signals that arrive while a file is being read coalesce into one more read,
-        # so a burst of SIGHUPs ends with exactly the last file loaded.
-        while self._reload_wanted and not self._signals:
-            self._reload_wanted = False
-            self.notifier.reloading()
-            new = await _read(self.path, self.log)
-            if isinstance(new, list):
-                self._reloaded = {"reloaded": False, "errors": new, "jobs": len(self.cfg.jobs)}
-            elif not self._signals:
-                self._swap(*new)
-            self.telling.reloaded(not isinstance(new, list))
-            self.notifier.ready()
-
-    async def reload_asked(self) -> dict[str, Any]:
-        """A reload asked on the control socket: SIGHUP's, and its outcome once done (a
-        reload already under way reads the file once more, as for a second SIGHUP)."""
-        if self._signals:
-            jobs = len(self.cfg.jobs)
-            return {"reloaded": False, "errors": ["the daemon is stopping"], "jobs": jobs}
-        self._on_hup()
-        assert self._reloading is not None
-        await asyncio.shield(self._reloading)  # a caller that hangs up stops no reload
-        return self._reloaded
-
-    def _swap(self, new: LoadedConfig, digest: str | None) -> None:
+    def _swap(self, new: LoadedConfig, digest: str | None) -> dict[str, Any]:
+        """A reloaded file that passed, swapped in: the reload's outcome."""
         with loader.gc_paused():
             diff = self.loop.load(new.jobs)
-        self._reloaded = {"reloaded": True, "jobs": len(new.jobs), **dataclasses.asdict(diff)}
+        reloaded = {"reloaded": True, "jobs": len(new.jobs), **dataclasses.asdict(diff)}
         self.cfg = new
         self.digest = digest
-        environ = _without_secrets(self._environ, new)  # the file's ${NAME}s, as loaded now
-        if environ != self.environ:
-            self.environ, self.specs = environ, {}
-        self.specs = {name: spec for name, spec in self.specs.items() if name in new.jobs}
+        self.spawner.reload(new)
         self._settings(new)
         self.log.info(
             "config.reloaded", added=diff.added, removed=diff.removed, changed=diff.changed
         )
         # For `crond status`, once the new jobs are scheduled: after the loop's next wake.
         asyncio.get_running_loop().call_soon(self._publish)
+        return reloaded
 
     def _on_stop(self, signum: int) -> None:
-        self._signals += 1
-        name = signal.Signals(signum).name
-        if self._signals == 1:
-            self.log.info("daemon.stopping", signal=name, running=self.loop.going.count())
-            self.notifier.stopping()
-            self.loop.stop()
-            self._own(self._drain())
-        else:
-            self.log.warning("daemon.stopping", signal=name, running=self.loop.going.count())
-            for run in self.loop.going.all():
-                run.kill()
-
-    async def _drain(self) -> None:
-        """After shutdown_timeout, stop what still runs as for a timeout."""
-        try:
-            async with asyncio.timeout(self.cfg.daemon.shutdown_timeout.total_seconds()):
-                await self.loop.idle.wait()
-        except TimeoutError:
-            for run in self.loop.going.all():
-                run.stop()
-
-    def _own(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        assert self._tasks is not None, "signals are handled only while serving"
-        return self._tasks.create_task(coro)
+        self.signals.stop(signum)
 
     # --- main -------------------------------------------------------------------------
 
@@ -346,7 +221,7 @@ class Service:
         reap = reaper.install(aio, _owned_pids) if os.getpid() == 1 else None
         try:
             async with asyncio.TaskGroup() as tasks:
-                self._tasks = tasks
+                self.signals.start(tasks)
                 aio.add_signal_handler(signal.SIGHUP, self._on_hup)
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     aio.add_signal_handler(signum, self._on_stop, signum)
@@ -358,7 +233,7 @@ class Service:
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
                     self.loop.load(self.cfg.jobs, resume=self.recorder.cursors())
                 self.pausing.restore()  # the pauses kept in the store, before the first wake
-                self._start_reboot_jobs()
+                self.view.start_reboot_jobs(self.cfg.jobs.values())
                 self.log.info(
                     "daemon.started",
                     pid=os.getpid(),
@@ -389,13 +264,6 @@ class Service:
         self.heartbeat.write_liveness(self.clock.now(), stopped=True)
         self.log.info("daemon.stopped")
         return self._status
-
-
-def _without_secrets(environ: dict[str, str], cfg: LoadedConfig) -> dict[str, str]:
-    """A job's inherited environment: without the variables the file takes by `${NAME}`
-    for notifiers, pings and the database (docs/running.md)."""
-    secrets = secret_names(cfg)
-    return {k: v for k, v in environ.items() if k not in secrets} if secrets else environ
 
 
 def _owned_pids() -> frozenset[int]:
@@ -434,25 +302,6 @@ def run(path: Path, options: Options, log: FilteringBoundLogger) -> int:
         log.error("control.taken", path=str(control), pid=taken[1], error=taken[0])
         return 1
     return asyncio.run(Service(path, cfg, options, log, SystemClock(), digest=digest).serve())
-
-
-async def _read(
-    path: Path, log: FilteringBoundLogger
-) -> tuple[LoadedConfig, str | None] | list[str]:
-    """The file again, through the same checks as at start; its errors (logged) if refused."""
-    try:
-        return await asyncio.to_thread(functools.partial(loader.load_file, path, strict=True))
-    except problems.ConfigError as exc:
-        errors = [str(p) for p in exc.problems]
-    except Exception as exc:  # noqa: BLE001  (a bug of the loader must not stop the jobs)
-        errors = [f"{path}: could not be loaded ({type(exc).__name__}: {exc})"]
-    log.error("config.reload_failed", errors=errors)
-    return errors
-
-
-def _view_row(entry: Entry) -> ViewRow:
-    job = entry.job
-    return view_row(entry.name, job.settings.enabled, job.schedule_text, entry.next_fire)
 
 
 def _raise_fd_limit() -> None:

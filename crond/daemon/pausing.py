@@ -17,7 +17,8 @@ from structlog.typing import FilteringBoundLogger
 from crond.clock import Clock, iso_utc
 from crond.control.protocol import ControlError
 from crond.daemon.loop import Loop
-from crond.daemon.recorder import FAILED, StoreRecorder
+from crond.daemon.recorder import StoreRecorder
+from crond.daemon.stores import FAILED
 from crond.run import runner
 from crond.store.base import PauseRow, Replicated, Store
 

@@ -26,7 +26,8 @@ from crond.config.address import split_address
 from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Loop
-from crond.daemon.recorder import FAILED, StoreRecorder
+from crond.daemon.recorder import StoreRecorder
+from crond.daemon.stores import FAILED
 from crond.run import runner
 from crond.schedule.rules import Decision
 from crond.store.base import AttemptRow, OutboxRow

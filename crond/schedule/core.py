@@ -8,61 +8,38 @@ rules of one job's due slots (`rules.py`), the pauses (`pauses.py`), the daemon'
 `wake_at`, calls `propose`, asks the store once for the claims, calls `settle` and
 carries out the actions.
 
-The one place that decides "this slot starts" is `Core._due_actions`: a due slot starts
-when the rules say so (`rules.decide`), the daemon's limit does not hold it (`queue`),
-and its claim was not refused.
+A wake's first step, `propose`, is crond/schedule/proposal.py's; its second, `settle`,
+is here. The one place that decides "this slot starts" is `Core._slot`: a due slot
+starts when the rules say so (`rules.decide`), it replaces no run going, the daemon's
+limit does not hold it (`queue`), and its claim was not refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crond.config.loaded import LoadedJob
-from crond.config.model import Catchup, Overlap
+from crond.config.model import Overlap
 from crond.config.wording import quote
 from crond.schedule.actions import (
     NO_CLAIMS,
     Action,
     Claims,
-    Key,
     Moved,
     Queued,
     Refusal,
     Replace,
-    Resumed,
     Start,
     Tell,
 )
 from crond.schedule.heap import ConfigDiff, Schedule
 from crond.schedule.pauses import Pauses
-from crond.schedule.queue import Missed, RunQueue
-from crond.schedule.rules import Decision, Entry, decide
+from crond.schedule.proposal import Proposal, Proposer, Running, told_slot
+from crond.schedule.queue import RunQueue
+from crond.schedule.rules import Decision
 from crond.schedule.unclaimed import Unclaimed
-
-# How many runs of each job are going (the shell's count; a job with none may be absent).
-Running = Mapping[str, int]
-
-
-@dataclass
-class Proposal:
-    """One wake's decisions, between `propose` and `settle`."""
-
-    now: datetime
-    at: datetime  # the wake's instant: the latest due slot within the lead, or `now`
-    starts: list[tuple[LoadedJob, datetime]]  # to record (claim) before any spawn
-    told: list[Key]  # the told slots another replica may tell of instead
-    first: list[Action] = field(default_factory=list)  # resumed pauses, runs missed waiting
-    drained: list[tuple[LoadedJob, datetime]] = field(default_factory=list)
-    retried: list[tuple[LoadedJob, datetime]] = field(default_factory=list)
-    due: list[Entry] = field(default_factory=list)
-    decisions: list[Decision] = field(default_factory=list)
-    held: frozenset[int] = frozenset()  # the decisions that wait in the queue
-    replacing: frozenset[int] = frozenset()  # the decisions that replace runs going
-    running: int = 0  # runs going, with the drained and retried starts
-    moved: list[Key] = field(default_factory=list)
 
 
 class Core:
@@ -73,6 +50,7 @@ class Core:
         self.pauses = Pauses(self.schedule)
         self.queue = RunQueue(self.schedule)
         self.unclaimed = Unclaimed(self.schedule)
+        self._proposer = Proposer(self.schedule, self.pauses, self.queue, self.unclaimed)
 
     # --- what the shell is told to change ---------------------------------------------
 
@@ -139,68 +117,18 @@ class Core:
     # --- a wake -------------------------------------------------------------------------
 
     def propose(self, now: datetime, lead: timedelta, running: Running) -> Proposal:
-        """Decide the wake at `now`: pauses that ran out, queued runs there is room for,
-        starts the database may now answer for, and every slot due up to `lead` ahead
-        (decided as of the latest of them, `at`). Moves the schedule on."""
-        total = sum(running.values())
-        first: list[Action] = [Resumed(name, n) for name, n in self.pauses.expire(now)]
-        drained: list[tuple[LoadedJob, datetime]] = []
-        missed: list[Missed] = []
-        if self.queue:
-            drained, missed = self.queue.drain(now, self.pauses, total)
-        going = dict(running)
-        for job, _ in drained:
-            going[job.name] = going.get(job.name, 0) + 1
-        due = self.schedule.pop_due(now + lead)
-        at = max([now, *(entry.next_fire.at for entry in due if entry.next_fire is not None)])
-        decisions, moved = self._decide(due, at, going)
-        drained, retried = self._waited(
-            now, decisions, drained, missed=missed, first=first, total=total
-        )
-        first += [Tell(job, d) for job, d in missed]
-        proposal = Proposal(now, at, [], [], first, drained, retried, due, decisions, moved=moved)
-        proposal.running = total + len(drained) + len(retried)
-        proposal.replacing = frozenset(
-            i for i, d in enumerate(decisions) if d.replace and running.get(d.job, 0)
-        )
-        proposal.held = self.queue.hold(
-            decisions, lambda d: bool(d.replace and running.get(d.job)), proposal.running
-        )
-        _to_claim(proposal, missed)
-        return proposal
-
-    def _waited(
-        self,
-        now: datetime,
-        decisions: list[Decision],
-        drained: list[tuple[LoadedJob, datetime]],
-        *,
-        missed: list[Missed],
-        first: list[Action],
-        total: int,
-    ) -> tuple[list[tuple[LoadedJob, datetime]], list[tuple[LoadedJob, datetime]]]:
-        """Of the runs that waited (in the queue, drained; for the database, retried now),
-        those that start at this wake; the others are `missed` (a newer start of their
-        job at this wake: never two, never an older slot after a newer one) or wait on."""
-        if drained:  # a replace job's newer slot replaces its run that waited
-            newer = {d.job for d in decisions if d.start is not None and d.replace}
-            missed += [
-                (j, self.schedule.missed(j.name, s, "queue")) for j, s in drained if j.name in newer
-            ]
-            drained = [(job, slot) for job, slot in drained if job.name not in newer]
-        if not self.unclaimed:
-            return drained, []
-        newer = {d.job for d in decisions if d.start is not None}
-        newer.update(job.name for job, _ in drained)
-        retried, more = self.unclaimed.due(now, newer, self.pauses)
-        missed += more
-        return drained, self._room_for(retried, total + len(drained), first)
+        """Decide the wake at `now` (`Proposer.propose`, crond/schedule/proposal.py): pauses
+        that ran out, queued runs there is room for, starts the database may now answer
+        for, and every slot due up to `lead` ahead. Moves the schedule on."""
+        return self._proposer.propose(now, lead, running)
 
     def settle(self, proposal: Proposal, claims: Claims = NO_CLAIMS) -> list[Action]:
         """The actions of a proposed wake, given the store's answer for its claims."""
         quiet, now = claims.quiet, proposal.now
         actions = [
-            a for a in proposal.first if not (isinstance(a, Tell) and _told(a.decision) in quiet)
+            a
+            for a in proposal.first
+            if not (isinstance(a, Tell) and told_slot(a.decision) in quiet)
         ]
         for job, slot in proposal.drained:
             actions += self._start_or(job, slot, claims, now)
@@ -218,7 +146,7 @@ class Core:
         actions: list[Action] = []
         running = proposal.running
         for i, (entry, decision) in enumerate(zip(proposal.due, proposal.decisions, strict=True)):
-            if decision.start is None and claims.quiet and _told(decision) in claims.quiet:
+            if decision.start is None and claims.quiet and told_slot(decision) in claims.quiet:
                 continue  # another replica tells of it
             job = entry.job
             got = self._slot(i, job, decision, proposal=proposal, claims=claims, running=running)
@@ -267,42 +195,6 @@ class Core:
 
     # --- the parts of a wake ------------------------------------------------------------
 
-    def _decide(
-        self, due: list[Entry], at: datetime, going: Running
-    ) -> tuple[list[Decision], list[Key]]:
-        """Each due entry's decision as of `at`, applied (its next fire moved on); and the
-        `catchup: latest` cursors that moved with no run started. A job's queued runs
-        count as going; a paused job's slots are counted into its pause."""
-        decisions: list[Decision] = []
-        moved: list[Key] = []
-        paused, queued = self.pauses.held, self.queue.counts
-        for entry in due:
-            name = entry.name
-            runs = going.get(name, 0)
-            if queued:
-                runs += queued.get(name, 0)
-            if paused and name in paused:
-                decision = self.pauses.decide(entry, at, runs)
-            else:
-                decision = decide(entry, at, runs)
-            self.schedule.apply(entry, decision)
-            decisions.append(decision)
-            if decision.start is None and entry.job.settings.catchup is Catchup.LATEST:
-                moved.append((entry.name, entry.cursor))
-        return decisions, moved
-
-    def _room_for(
-        self, starts: list[tuple[LoadedJob, datetime]], running: int, first: list[Action]
-    ) -> list[tuple[LoadedJob, datetime]]:
-        """The waiting starts the daemon's limit has room for; the others wait in its
-        queue (while the database did not answer, other runs took their places)."""
-        limit = self.queue.limit
-        room = len(starts) if limit is None else max(0, limit - running)
-        for job, slot in starts[room:]:
-            self.queue.put(job, slot)
-            first.append(Queued(job, slot, running))
-        return starts[:room]
-
     def _start_or(
         self, job: LoadedJob, slot: datetime, claims: Claims, now: datetime
     ) -> list[Action]:
@@ -323,21 +215,7 @@ def _tells(decision: Decision) -> bool:
 
 def _checked(job: LoadedJob, decision: Decision) -> Tell:
     """A decision taken after the wake's claims: told unless another replica tells of it."""
-    return Tell(job, decision, check=_told(decision))
-
-
-def _told(decision: Decision) -> Key | None:
-    """The (job, slot) a decision that starts nothing tells of: its skipped slot, or the
-    last slot it missed; None if it tells of none (or starts a run)."""
-    if decision.start is not None:
-        return None
-    if decision.skip is not None:
-        # A job's own max_running is each replica's: a replica at it claims nothing, so
-        # one with room may still run the slot (this one says what it saw).
-        return None if decision.skip_reason == "max_running" else (decision.job, decision.skip)
-    if decision.missed is not None:
-        return (decision.job, decision.missed.last_slot)
-    return None
+    return Tell(job, decision, check=told_slot(decision))
 
 
 # Why a trigger did not start, when its claim was refused (with replicas).
@@ -346,20 +224,3 @@ TRIGGER_REFUSED: dict[Refusal, str] = {
     "busy": "{name} has a run going on another replica and overlap: skip",
     "database": "the database is unavailable, and no run starts without a claim",
 }
-
-
-def _to_claim(proposal: Proposal, missed: list[Missed]) -> None:
-    """What a proposal asks the store: the starts to record (claim) before any spawn,
-    and the told slots (missed, skipped) another replica may tell of instead."""
-    held, replacing = proposal.held, proposal.replacing
-    proposal.starts = [
-        *proposal.drained,
-        *proposal.retried,
-        *(
-            (entry.job, d.start)
-            for i, (entry, d) in enumerate(zip(proposal.due, proposal.decisions, strict=True))
-            if d.start is not None and i not in replacing and i not in held
-        ),
-    ]
-    told = [*(d for _, d in missed), *proposal.decisions]
-    proposal.told = [key for d in told if (key := _told(d)) is not None]

@@ -15,5 +15,5 @@
     `pg_write`, its tables `schema_pg`. psycopg (the `crond[postgres]` extra) is
     imported only when a database is used.
 
-What the daemon does when the store fails is its own policy: crond/daemon/recorder.py.
+What the daemon does when the store fails is its own policy: crond/daemon/stores.py.
 """

@@ -4,7 +4,7 @@ A slot's `started` row and the job's cursor are committed in one transaction bef
 child is spawned, so a slot is started at most once even across a crash or `kill -9` of
 the daemon; a run found `started` by the next daemon is closed as `lost`, never re-run.
 Every SQLite error becomes a StateError (marked `corrupt` when the file is damaged); what
-the daemon then does about it is its own policy (crond/daemon/recorder.py).
+the daemon then does about it is its own policy (crond/daemon/stores.py).
 
 The schema and its upgrades are crond/store/schema.py; the reads, and the store opened
 read-only, crond/store/sqlite_read.py; the lock and the files, crond/store/files.py.

@@ -26,7 +26,8 @@ from crond.schedule.actions import (
     Start,
     Tell,
 )
-from crond.schedule.core import Core, Proposal
+from crond.schedule.core import Core
+from crond.schedule.proposal import Proposal
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)  # a whole hour: epoch-anchored slots fall on it
 ZERO = timedelta(0)

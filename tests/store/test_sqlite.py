@@ -22,7 +22,8 @@ from crond import status
 from crond.clock import SystemClock, iso_utc
 from crond.config import loader
 from crond.config.loaded import LoadedJob
-from crond.daemon.recorder import FAILED, StoreRecorder
+from crond.daemon.recorder import StoreRecorder
+from crond.daemon.stores import FAILED
 from crond.run import runner
 from crond.store import base, files, locate, schema
 from crond.store import sqlite as state

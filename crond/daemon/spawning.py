@@ -1,0 +1,116 @@
+"""The spawn path of the daemon's runs: what each run is made from, done once where it can
+be (docs/performance.md: a burst is bounded by fork/exec, so no per-run work that can be
+done once).
+
+The jobs' environment is the daemon's, read once, less what is the daemon's own (systemd's
+messages to it, crond's database and its credentials, and the variables the file takes
+by `${NAME}` for notifiers, pings and the database); each job's `RunSpec` is made once
+per loaded job; a wake's run ids are chosen when its starts are recorded (`claim`) and
+found again at each spawn (`launch`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import datetime
+
+from structlog.typing import FilteringBoundLogger
+
+from crond.clock import Clock
+from crond.config.loaded import LoadedConfig, LoadedJob, secret_names
+from crond.daemon.recorder import StoreRecorder
+from crond.daemon.runs import Gate
+from crond.run import runner
+from crond.schedule.actions import Claims, Key
+from crond.store.base import Start
+
+# systemd's messages to this process: a job must not talk to systemd in crond's name.
+_DAEMON_ONLY = frozenset(
+    {
+        "NOTIFY_SOCKET",
+        "WATCHDOG_USEC",
+        "WATCHDOG_PID",
+        "LISTEN_FDS",
+        "LISTEN_PID",
+        "LISTEN_FDNAMES",
+        "INVOCATION_ID",
+        "CROND_DATABASE_URL",  # crond's own database (and its password) is not the jobs'
+        "CROND_REPLICA",
+    }
+)
+
+
+class Spawner:
+    """The daemon's `launch` and `claim` (the loop's Effects): runs made ready to spawn."""
+
+    def __init__(
+        self,
+        *,
+        log: FilteringBoundLogger,
+        clock: Clock,
+        recorder: StoreRecorder,
+        database: bool,
+        cfg: LoadedConfig,
+    ) -> None:
+        self.log = log
+        self.clock = clock
+        self.recorder = recorder
+        self.specs: dict[str, tuple[LoadedJob, runner.RunSpec]] = {}
+        # Read once: every job's environment starts here, without what is the daemon's own
+        # (with a database, libpq's PG* variables are how crond reaches it: a job that runs
+        # as another user must not inherit its password; a job gives its own in `env:`).
+        self._environ = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in _DAEMON_ONLY and not (database and k.startswith("PG"))
+        }
+        self.environ = _without_secrets(self._environ, cfg)
+        self._run_ids: dict[tuple[str, datetime], str] = {}  # run ids chosen by `claim`
+
+    def launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
+        """A run of `job`, spawned now; the loop drives it in its TaskGroup."""
+        cached = self.specs.get(job.name)
+        if cached is None or cached[0] is not job:
+            cached = (job, runner.spec_for(job, self.environ))
+            self.specs[job.name] = cached
+        run_id = self._run_ids.pop((job.name, slot), None)
+        return runner.Run(
+            cached[1],
+            slot,
+            run_id=run_id,
+            clock=self.clock,
+            log=self.log,
+            recorder=self.recorder,
+            gate=gate,
+        )
+
+    def claim(
+        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
+    ) -> Claims:
+        """The runs one wake is about to start at `at` (the wake may come just before):
+        their `started` rows in one commit, before the first spawn (one per run would
+        cost each later spawn of the wake the commits of those before). A replica claims
+        them in that commit: those it may not start, and why; and of the `told` slots
+        (skipped, missed), those another replica claimed first, and so tells of."""
+        if self.recorder.store is None and self.recorder.replica is None:
+            return Claims()
+        self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
+        records = [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()]
+        return self.recorder.prepare(records, told, started=at)
+
+    def reload(self, cfg: LoadedConfig) -> None:
+        """A reload: the specs of the jobs no longer in the file are forgotten, and all of
+        them when the file's `${NAME}`s changed what the jobs inherit."""
+        environ = _without_secrets(self._environ, cfg)
+        if environ != self.environ:
+            self.environ, self.specs = environ, {}
+        jobs = cfg.jobs
+        self.specs = {name: spec for name, spec in self.specs.items() if name in jobs}
+
+
+def _without_secrets(environ: dict[str, str], cfg: LoadedConfig) -> dict[str, str]:
+    """A job's inherited environment: without the variables the file takes by `${NAME}`
+    for notifiers, pings and the database (docs/running.md)."""
+    secrets = secret_names(cfg)
+    return {k: v for k, v in environ.items() if k not in secrets} if secrets else environ
