@@ -87,12 +87,16 @@ async def serving(
         await asyncio.wait_for(task, 20)
 
 
-async def settle(clock: FakeClock, until: datetime, step: timedelta) -> None:
-    """Move time to `until` in steps, letting the daemon's loop run between them."""
+async def settle(
+    daemon: lifecycle.Service, clock: FakeClock, until: datetime, step: timedelta
+) -> None:
+    """Move time to `until` in steps, letting the daemon's loop run between them and the
+    runs each step started end (real processes, in real time) before the next."""
     while clock.now() < until:
         clock.advance(min(step, until - clock.now()))
         for _ in range(20):
             await asyncio.sleep(0)
+        await asyncio.wait_for(daemon.loop.idle.wait(), 10)
 
 
 async def test_a_pause_for_ends_by_itself_at_its_end_on_the_clock(tmp_path: Path) -> None:
@@ -102,13 +106,13 @@ async def test_a_pause_for_ends_by_itself_at_its_end_on_the_clock(tmp_path: Path
     text = "jobs:\n  m: {every: 1m, command: 'true'}\n"
     async with serving(tmp_path, text, clock) as (daemon, log):
         daemon.loop.pause("m", T0 + timedelta(minutes=10, seconds=30))
-        await settle(clock, T0 + timedelta(minutes=10, seconds=31), timedelta(seconds=20))
+        await settle(daemon, clock, T0 + timedelta(minutes=10, seconds=31), timedelta(seconds=20))
         await log.until(lambda: bool(log.named("job.resumed")))
         assert log.named("job.started") == []
         assert [(e["job"], e["by"], e["skipped"]) for e in log.named("job.resumed")] == [
             ("m", None, 10)
         ]
-        await settle(clock, T0 + timedelta(minutes=11), timedelta(seconds=20))
+        await settle(daemon, clock, T0 + timedelta(minutes=11), timedelta(seconds=20))
         await log.until(lambda: bool(log.named("job.finished")))
         started = log.named("job.started")
         assert [e["slot"] for e in started] == ["2026-03-01T12:11:00Z"]
@@ -125,12 +129,12 @@ async def test_after_three_hours_down_a_catch_up_job_runs_its_latest_slot_once(
     store.close()
     clock = FakeClock(T0 + timedelta(minutes=5))
     text = "jobs:\n  h: {every: 1h, grace: 1m, catchup: latest, command: 'true'}\n"
-    async with serving(tmp_path, text, clock) as (_, log):
+    async with serving(tmp_path, text, clock) as (daemon, log):
         await log.until(lambda: bool(log.named("job.finished")))
         assert [(e["slot"], e["skipped"]) for e in log.named("job.caught_up")] == [
             ("2026-03-01T12:00:00Z", 2)
         ]
-        await settle(clock, T0 + timedelta(hours=2, seconds=1), timedelta(minutes=10))
+        await settle(daemon, clock, T0 + timedelta(hours=2, seconds=1), timedelta(minutes=10))
         await log.until(lambda: len(log.named("job.finished")) == 3)
         assert [e["slot"] for e in log.named("job.started")] == [
             "2026-03-01T12:00:00Z",
@@ -150,7 +154,7 @@ async def test_the_liveness_goes_stale_while_the_loop_does_not_beat(tmp_path: Pa
         "jobs:\n  h: {every: 1h, command: 'true'}\n"
     )
     async with serving(tmp_path, text, clock) as (daemon, _):
-        await settle(clock, T0 + timedelta(seconds=4), timedelta(seconds=1))
+        await settle(daemon, clock, T0 + timedelta(seconds=4), timedelta(seconds=1))
         assert daemon.heartbeat.fresh()
         clock.advance(timedelta(seconds=6))  # three heartbeats: still within the second
         assert daemon.heartbeat.fresh()

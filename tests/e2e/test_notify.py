@@ -204,9 +204,12 @@ def test_metrics_and_healthz(tmp_path: Path, crond: list[Crond]) -> None:
     base = f"http://{serving['address']}"
     first = families(get(base + "/metrics")[1])
     runs = first["crond_job_runs"]  # the parser drops counters' _total from the family
+    # Every job's series from the first scrape: at 0 for one that has not run (tick and
+    # fail, every second, may have run once already on a slow machine: their series exist).
     for job in ("tick", "fail", "later"):
         for outcome in ("success", "failed", "timeout", "killed"):
-            assert value(runs, "crond_job_runs_total", job_name=job, outcome=outcome) == 0
+            seen = value(runs, "crond_job_runs_total", job_name=job, outcome=outcome)
+            assert seen == 0 if job == "later" else seen <= 1
     assert value(first["crond_jobs"], "crond_jobs") == 3
     daemon.wait_for("job.finished", lambda e: e["job"] == "fail")
     daemon.wait_for("job.finished", lambda e: e["job"] == "tick")

@@ -28,6 +28,7 @@ from tests.e2e.replicas import (
     schedules,
     start_replica,
 )
+from tests.e2e.test_state import wait_for_phase
 from tests.pg import server as pg
 
 SECOND = timedelta(seconds=1)
@@ -72,7 +73,7 @@ def test_reboot_jobs_run_once_per_replica_and_catch_up_once_for_the_cluster(
 ) -> None:
     jobs = """\
         boot: {cron: "@reboot", command: "true"}
-        late: {every: 3s, grace: 1s, catchup: latest, command: "true"}
+        late: {every: 4s, grace: 1s, catchup: latest, command: "true"}
     """
     f = schedules(tmp_path / "s.yaml", pg_url, jobs)
     first = [start_replica(group, f, name, tmp_path) for name in ("r1", "r2")]
@@ -89,12 +90,16 @@ def test_reboot_jobs_run_once_per_replica_and_catch_up_once_for_the_cluster(
     for replica in first:
         assert replica.daemon.exited() == 0
     down = now()
-    eventually(lambda: now() - down > 7 * SECOND, 10, "downtime")  # two slots of late pass
+    eventually(lambda: now() - down > 9 * SECOND, 12, "downtime")  # two slots of late pass
+    # Restarted 1.3 s into late's 4 s period: its latest slot is then later than its 1 s
+    # grace (a catch-up, not a plain start), and the replicas have 2.7 s to start before
+    # the next slot, however busy the machine (the test's own timing, not a guess).
+    wait_for_phase(4.0, 1.3)
     again = [start_replica(group, f, name, tmp_path) for name in ("r1", "r2")]
     for replica in again:
         replica.daemon.wait_for("daemon.started", timeout=START)
     eventually(lambda: bool(events(again, "job.caught_up")), 10, "a catch-up run")
-    eventually(lambda: now() - down > 10 * SECOND, 10, "settled")
+    eventually(lambda: now() - down > 12 * SECOND, 10, "settled")
     caught = events(again, "job.caught_up")  # every one logged so far
     assert len(caught) == 1, caught  # one replica ran it, for the cluster
     assert doubled(attempts(pg_url, job="late")) == {}

@@ -354,18 +354,21 @@ def test_put_does_not_wait_for_a_slow_endpoint() -> None:
             async with delivering({"hook": hook}, events=events) as delivery:
                 delivery.put(item())
                 await server.arrived(1)  # the endpoint sleeps on it now
-                longest = longest_cpu = 0.0
+                longest, cpu = 0.0, list[float]()
                 for n in range(200):
                     began, began_cpu = time.perf_counter(), time.thread_time()
                     delivery.put(item(n=n))
                     longest = max(longest, time.perf_counter() - began)
-                    longest_cpu = max(longest_cpu, time.thread_time() - began_cpu)
+                    cpu.append(time.thread_time() - began_cpu)
                     if n % 20 == 0:
                         await asyncio.sleep(0)  # let delivery take them, as the loop would
-        # Microseconds of work in fact (a millisecond leaves room for CI), counted in this
-        # thread's CPU time: on a busy machine a put may wait for a core, which is not
-        # crond's doing. And no wait on the endpoint, which answers after 2 s.
-        assert longest_cpu < 0.001
+        # Microseconds of work in fact, counted in this thread's CPU time (on a busy machine
+        # a put may wait for a core, which is not crond's doing): the median well under a
+        # millisecond, the worst (a garbage collection may fall in it) under 50 ms. And no
+        # wait on the endpoint, which answers after 2 s.
+        cpu.sort()
+        assert cpu[len(cpu) // 2] < 0.0002
+        assert cpu[-1] < 0.05
         assert longest < 0.5
 
     go(main)
@@ -533,7 +536,9 @@ def test_apprise_failure_is_retried_then_given_up() -> None:
         with NotifyServer() as server:
             server.answer(status=500)
             spec = notifier("mail", "apprise", f"json://127.0.0.1:{server.port}/a")
-            async with delivering({"mail": spec}, events=events, **{**QUICK, "window": 0.3}) as d:
+            # A window of 1 s: the first try also imports Apprise (a few hundred ms on a
+            # busy machine), and a second try must still fit.
+            async with delivering({"mail": spec}, events=events, **{**QUICK, "window": 1.0}) as d:
                 d.put(item("mail"))
                 (failed,) = await events.wait("notify.failed")
             assert len(server.requests()) >= 2
