@@ -123,13 +123,9 @@ class Service:
             on_paused=self.telling.paused, replicated=self.cluster is not None,
         )  # fmt: skip
         self.steering = Steering(
-            log=log,
-            clock=clock,
-            loop=self.loop,
-            pausing=self.pausing,
-            cluster=self.cluster,
+            log=log, clock=clock, loop=self.loop, pausing=self.pausing, cluster=self.cluster,
             reload=self.signals.reload_asked,  # `crond reload`, as SIGHUP
-        )
+        )  # fmt: skip
         self._settings(cfg)
 
     def _settings(self, cfg: LoadedConfig) -> None:
