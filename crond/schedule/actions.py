@@ -25,7 +25,6 @@ Key = tuple[str, datetime]
 # (`overlap: skip`); or the database did not answer (tried again: crond/schedule/unclaimed.py).
 Refusal = Literal["taken", "busy", "database"]
 Refused = Mapping[Key, Refusal]
-NONE_REFUSED: Refused = {}
 
 
 @dataclass(frozen=True)

@@ -83,9 +83,7 @@ class Proposer:
         proposal.replacing = frozenset(
             i for i, d in enumerate(decisions) if d.replace and running.get(d.job, 0)
         )
-        proposal.held = self.queue.hold(
-            decisions, lambda d: bool(d.replace and running.get(d.job)), proposal.running
-        )
+        proposal.held = self.queue.hold(decisions, proposal.replacing, proposal.running)
         to_claim(proposal, missed)
         return proposal
 

@@ -22,7 +22,7 @@ The rules `RunQueue` keeps (crond/schedule/core.py asks it at every wake that st
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -31,9 +31,9 @@ from crond.schedule.heap import Schedule
 from crond.schedule.pauses import Pauses
 from crond.schedule.rules import Decision
 
-# A queued run whose grace ends at t is missed after t: the core wakes this much after t,
-# never at t itself (it would find nothing to do, and wake at t again).
-_AFTER = timedelta(microseconds=1)
+# A waiting run whose grace ends at t is missed after t: the core wakes this much after
+# t, never at t itself (it would find nothing to do, and wake at t again).
+AFTER = timedelta(microseconds=1)
 _NOTHING_HELD: frozenset[int] = frozenset()
 
 # A run missed: its job (which may have left the file since) and the decision to tell.
@@ -41,12 +41,17 @@ Missed = tuple[LoadedJob, Decision]
 
 
 @dataclass(frozen=True)
-class _Queued:
-    """A due run waiting for a place under the daemon's `max_running`."""
+class Waiting:
+    """A due run that waits: for a place under the daemon's `max_running` (here), or for
+    the database to answer its claim (unclaimed.py). Missed after its deadline."""
 
     job: LoadedJob
     slot: datetime
     deadline: datetime  # slot + the job's grace: missed after it
+
+    @classmethod
+    def of(cls, job: LoadedJob, slot: datetime) -> Waiting:
+        return cls(job, slot, slot + job.settings.grace)
 
 
 class RunQueue:
@@ -56,7 +61,7 @@ class RunQueue:
     def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
         self.limit: int | None = None  # None: no limit
-        self._items: deque[_Queued] = deque()  # in the order they fell due
+        self._items: deque[Waiting] = deque()  # in the order they fell due
         # How many of each job wait (read for every due entry: empty, the usual case, it
         # costs one truth test).
         self.counts: dict[str, int] = {}
@@ -65,13 +70,10 @@ class RunQueue:
     def __bool__(self) -> bool:
         return bool(self._items)
 
-    def __len__(self) -> int:
-        return len(self._items)
-
     def wake_at(self) -> datetime | None:
         """When to wake for the queue by itself: just after the earliest end of grace,
         when that run is missed (None: nothing waits)."""
-        return None if self._ends is None else self._ends + _AFTER
+        return None if self._ends is None else self._ends + AFTER
 
     def refusal(self, running: int) -> str | None:
         """Why a trigger may not start now (a replacement is never asked), if it may not."""
@@ -84,18 +86,18 @@ class RunQueue:
         return None
 
     def hold(
-        self, decisions: list[Decision], replacing: Callable[[Decision], bool], running: int
+        self, decisions: list[Decision], replacing: Collection[int], running: int
     ) -> frozenset[int]:
         """Which of a wake's decisions wait (their indexes): the starts beyond the limit,
-        and all starts while runs wait. `replacing`: whether a decision replaces runs
-        going (never held)."""
+        and all starts while runs wait. `replacing`: the decisions that replace runs going
+        (never held)."""
         limit = self.limit
         if limit is None:
             return _NOTHING_HELD
         room = limit - running
         held: set[int] = set()
         for i, decision in enumerate(decisions):
-            if decision.start is None or replacing(decision):
+            if decision.start is None or i in replacing:
                 continue
             if self._items or room <= 0:
                 held.add(i)
@@ -105,11 +107,11 @@ class RunQueue:
 
     def put(self, job: LoadedJob, slot: datetime) -> None:
         """A held start of `job` for `slot` waits, at the end of the queue."""
-        deadline = slot + job.settings.grace
-        self._items.append(_Queued(job, slot, deadline))
+        item = Waiting.of(job, slot)
+        self._items.append(item)
         self.counts[job.name] = self.counts.get(job.name, 0) + 1
-        if self._ends is None or deadline < self._ends:
-            self._ends = deadline
+        if self._ends is None or item.deadline < self._ends:
+            self._ends = item.deadline
 
     def drain(
         self, now: datetime, pauses: Pauses, running: int
@@ -121,7 +123,7 @@ class RunQueue:
         room = None if limit is None else limit - running
         starts: list[tuple[LoadedJob, datetime]] = []
         missed: list[Missed] = []
-        kept: deque[_Queued] = deque()
+        kept: deque[Waiting] = deque()
         for item in self._items:
             if now > item.deadline:
                 missed.append(self._missed(item))
@@ -149,5 +151,5 @@ class RunQueue:
         self._ends = min((item.deadline for item in self._items), default=None)
         return [self._missed(item) for item in dropped]
 
-    def _missed(self, item: _Queued) -> Missed:
+    def _missed(self, item: Waiting) -> Missed:
         return item.job, self.schedule.missed(item.job.name, item.slot, "queue")

@@ -15,26 +15,16 @@ slot, and the database's return starts each job once, not a burst of its old slo
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from crond.config.loaded import LoadedJob
 from crond.schedule.actions import Refused
 from crond.schedule.heap import Schedule
 from crond.schedule.pauses import Pauses
-from crond.schedule.queue import Missed
+from crond.schedule.queue import AFTER, Missed, Waiting
 
 _FIRST = timedelta(milliseconds=500)
 _LONGEST = timedelta(seconds=5)
-# A start whose grace ends at t is missed after t: the core wakes this much after t.
-_AFTER = timedelta(microseconds=1)
-
-
-@dataclass(frozen=True)
-class _Waiting:
-    job: LoadedJob
-    slot: datetime
-    deadline: datetime  # slot + the job's grace: missed after it
 
 
 class Unclaimed:
@@ -42,7 +32,7 @@ class Unclaimed:
 
     def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
-        self._items: dict[str, _Waiting] = {}  # by job name, in the order they fell due
+        self._items: dict[str, Waiting] = {}  # by job name, in the order they fell due
         self._delay = _FIRST
         self._retry_at: datetime | None = None
 
@@ -65,7 +55,7 @@ class Unclaimed:
         after the current backoff. An older waiting slot of the job is missed: its
         decision."""
         older = self._items.pop(job.name, None)
-        self._items[job.name] = _Waiting(job, slot, slot + job.settings.grace)
+        self._items[job.name] = Waiting.of(job, slot)
         if self._retry_at is None:
             self._retry_at = now + self._delay
         return [] if older is None else [self._missed(older)]
@@ -75,7 +65,7 @@ class Unclaimed:
         of grace (None: nothing waits)."""
         if not self._items:
             return None
-        ends = min(item.deadline for item in self._items.values()) + _AFTER
+        ends = min(item.deadline for item in self._items.values()) + AFTER
         return ends if self._retry_at is None else min(self._retry_at, ends)
 
     def due(
@@ -125,5 +115,5 @@ class Unclaimed:
         """The database answered a claim: the next outage's backoff starts afresh."""
         self._delay = _FIRST
 
-    def _missed(self, item: _Waiting) -> Missed:
+    def _missed(self, item: Waiting) -> Missed:
         return item.job, self.schedule.missed(item.job.name, item.slot, "database")
