@@ -1,5 +1,6 @@
 """What the loop logs of the core's decisions (`log_decision`), and the gate that holds a
-wake's spawns and events until their slot (`gate`): crond/daemon/loop.py uses both.
+wake's spawns and events until their slot (`gate`): crond/daemon/loop.py uses both. And
+what a reload logs (`reloaded`): lists of names, bounded.
 """
 
 from __future__ import annotations
@@ -33,6 +34,22 @@ def log_decision(log: FilteringBoundLogger, job: LoadedJob, decision: Decision) 
     if decision.skip:
         reason = decision.skip_reason or "overlap"
         log.warning("job.skipped", job=job.name, slot=iso_utc(decision.skip), reason=reason)
+
+
+# A log event stays a readable line whatever the file: a reload names at most this many
+# jobs in each of its lists (the first, by name); `counts` has how many there were.
+NAMES_LOGGED = 50
+
+
+def reloaded(added: list[str], removed: list[str], changed: list[str]) -> dict[str, object]:
+    """The fields of `config.reloaded` (docs/running.md): each list cut to NAMES_LOGGED
+    names, the counts of all, and `truncated` when a list was cut."""
+    lists = {"added": added, "removed": removed, "changed": changed}
+    fields: dict[str, object] = {k: sorted(v)[:NAMES_LOGGED] for k, v in lists.items()}
+    fields["counts"] = {k: len(v) for k, v in lists.items()}
+    if any(len(v) > NAMES_LOGGED for v in lists.values()):
+        fields["truncated"] = True
+    return fields
 
 
 def gate(clock: Clock, at: datetime) -> Gate:

@@ -31,7 +31,7 @@ from crond.clock import Clock, SystemClock
 from crond.config import loader, problems
 from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.control.server import socket_path
-from crond.daemon import reaper, stores
+from crond.daemon import events, reaper, stores
 from crond.daemon import taken as socket_taken
 from crond.daemon.cluster import Cluster, database_url, given_problems, replica_name
 from crond.daemon.control import Steering
@@ -199,9 +199,7 @@ class Service:
         self.digest = digest
         self.spawner.reload(new)
         self._settings(new)
-        self.log.info(
-            "config.reloaded", added=diff.added, removed=diff.removed, changed=diff.changed
-        )
+        self.log.info("config.reloaded", **events.reloaded(diff.added, diff.removed, diff.changed))
         # For `crond status`, once the new jobs are scheduled: after the loop's next wake.
         asyncio.get_running_loop().call_soon(self._publish)
         return reloaded

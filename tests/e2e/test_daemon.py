@@ -104,6 +104,25 @@ def test_hup_adds_a_job_and_a_broken_file_keeps_the_old_jobs(
     assert d.stop() == 0
 
 
+def test_a_reload_of_thousands_of_jobs_logs_one_short_line(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    f = write(tmp_path / "s.yaml", "jobs:\n  a: {every: 1h, command: 'true'}\n")
+    d = start(crond, str(f))
+    d.wait_for("daemon.started")
+    many = "".join(f"  j{i:04d}: {{every: 1h, command: 'true'}}\n" for i in range(3000))
+    write(f, "jobs:\n" + many)
+    d.signal(signal.SIGHUP)
+    reloaded = d.wait_for("config.reloaded")
+    assert reloaded["counts"] == {"added": 3000, "removed": 1, "changed": 0}
+    assert reloaded["added"] == [f"j{i:04d}" for i in range(50)]
+    assert reloaded["removed"] == ["a"]
+    assert reloaded["truncated"] is True
+    line = json.dumps({k: v for k, v in reloaded.items() if k != "_seen"})
+    assert len(line) < 2_000, len(line)  # as logged, give or take its spaces
+    assert d.stop() == 0
+
+
 def test_invalid_file_at_start_exits_1_with_located_errors(tmp_path: Path) -> None:
     f = write(tmp_path / "s.yaml", "jobs:\n  a: {every: 15 mins, command: x}\n")
     result = run_cli("run", str(f))
