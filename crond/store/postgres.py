@@ -12,12 +12,12 @@ failover. Transactions are short, autocommit is off, and every one sets its own
 `PostgresStore` is assembled from parts, each a module: the connection, its transactions
 and its errors (`pg_conn`: no message holds the URL's password, user or database), the
 reads (`pg_read`), the cluster (`pg_cluster`: a replica's name, heartbeats, dead
-replicas, kill requests), the runs (`pg_write`); here, opening it (as a replica, or as a
-reader that writes nothing), the schema, and the rest of the writes. A replica opens it
-with `daemon.database` (crond/daemon/lifecycle.py), `crond.store.locate` for reading;
-docs/state.md describes the tables, the
-claim and the replicas' rules. The schema is crond/store/schema_pg.py. psycopg (the
-`crond[postgres]` extra) is imported by these modules only.
+replicas, kill requests), the runs and their claims (`pg_write`); here, opening it (as a
+replica, or as a reader that writes nothing), the schema, and the rest of the writes. A
+replica opens it with `daemon.database` (crond/daemon/lifecycle.py), `crond.store.locate`
+for reading; docs/state.md describes the tables, the claim and the replicas' rules. The
+schema is crond/store/schema_pg.py. psycopg (the `crond[postgres]` extra) is imported by
+these modules only.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from crond.store.base import OutboxRow, PauseRow, StateError, ViewRow
 from crond.store.pg_cluster import ClusterRows
 from crond.store.pg_conn import text
 from crond.store.pg_read import Reads
-from crond.store.pg_write import Runs
+from crond.store.pg_write import Claiming
 
 __all__ = ["CLAIM_KEEP", "PostgresStore"]
 
@@ -47,11 +47,11 @@ _VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_
 _READER = ""
 
 
-class PostgresStore(Runs, ClusterRows, Reads):
+class PostgresStore(Claiming, ClusterRows, Reads):
     """The store of one replica of a cluster, in a PostgreSQL database (base.Store,
     base.Replicated), or a cluster read by `crond status` (`reader`: base.ClusterReader).
-    Its parts, each over the one Connection of pg_conn.py: Runs (pg_write.py: starts,
-    claims, ends), ClusterRows (pg_cluster.py: heartbeats, lost replicas, kill requests),
+    Its parts, each over the one Connection of pg_conn.py: Claiming (pg_write.py: claims,
+    starts, ends), ClusterRows (pg_cluster.py: heartbeats, lost replicas, kill requests),
     Reads (pg_read.py: status and history); the outbox, pauses and view are here.
     Not thread-safe: use it from one thread (the event loop's)."""
 
