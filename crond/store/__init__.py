@@ -12,7 +12,7 @@
     their upgrades; `files` its lock and its files on disk;
   - `postgres`: the replicas', one PostgreSQL database shared by a cluster (the claims
     that start each slot once); its parts `pg_conn`, `pg_read`, `pg_cluster`,
-    `pg_write`, its tables `schema_pg`. psycopg (the `crond[postgres]` extra) is
+    `pg_write`, `pg_records`, its tables `schema_pg`. psycopg (the `crond[postgres]` extra) is
     imported only when a database is used.
 
 What the daemon does when the store fails is its own policy: crond/daemon/stores.py.
