@@ -8,11 +8,11 @@
   database opens it in crond/daemon/lifecycle.py;
 - two implementations:
   - `sqlite`: one daemon's, one SQLite file in the state directory (its writes);
-    `sqlite_read` its reads; `schema` its tables and their upgrades; `files` its lock
-    and its files on disk;
+    `sqlite_write` its writes of runs; `sqlite_read` its reads; `schema` its tables and
+    their upgrades; `files` its lock and its files on disk;
   - `postgres`: the replicas', one PostgreSQL database shared by a cluster (the claims
     that start each slot once); its parts `pg_conn`, `pg_read`, `pg_cluster`,
-    `pg_write`, its tables `schema_pg`. psycopg (the `crond[postgres]` extra) is
+    `pg_write`, `pg_records`, its tables `schema_pg`. psycopg (the `crond[postgres]` extra) is
     imported only when a database is used.
 
 What the daemon does when the store fails is its own policy: crond/daemon/stores.py.

@@ -91,8 +91,9 @@ _LAST_KILL = (
 
 class ClusterRows(Connection):
     """What a replica does with the others of its cluster (base.Replicated's own part):
-    one of the three parts of crond.store.postgres.PostgresStore, beside its reads
-    (pg_read.py) and its runs (pg_write.py), all over one Connection (pg_conn.py)."""
+    one of the parts of crond.store.postgres.PostgresStore, beside its reads (pg_read.py),
+    its runs (pg_write.py), its pauses and outbox (pg_records.py), all over one Connection
+    (pg_conn.py)."""
 
     _started: datetime  # when this replica's store was opened (its heartbeat row says)
     _digest: str | None  # of the file last published: the heartbeat's

@@ -1,7 +1,8 @@
-"""The PostgreSQL store's writes of runs: a run's start (with its claim, for a slot), its
-finish, the history kept, the cursors, and the runs a replica's previous process left
-open. Each is one transaction; the claims are the whole guard against a slot run twice
-(crond/store/postgres.py says how, docs/state.md what users get).
+"""The PostgreSQL store's writes of runs: a run's start, its finish, the history kept, the
+cursors, and the runs a replica's previous process left open (`Runs`); a wake's starts
+with their slots' claims (`Claiming`). Each is one transaction; the claims are the whole
+guard against a slot run twice (crond/store/postgres.py says how, docs/state.md what
+users get).
 """
 
 from __future__ import annotations
@@ -88,87 +89,6 @@ class Runs(Connection):
                    for job, run_id, slot in starts]  # fmt: skip
             self._move_cursors(cur, [(job, slot) for job, _, slot in starts])
             return ids
-
-    def claim_many(
-        self,
-        starts: Sequence[Start],
-        started: datetime,
-        *,
-        copies: Sequence[str] | None = None,
-        exclusive: Collection[str] = (),
-        replacing: Collection[str] = (),
-    ) -> list[Claim]:
-        """`claim` of starts alone."""
-        return self.claim(
-            starts, (), started, copies=copies, exclusive=exclusive, replacing=replacing
-        ).starts
-
-    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
-        """`claim` of told slots alone."""
-        return self.claim((), slots, claimed).told
-
-    def claim(
-        self,
-        starts: Sequence[Start],
-        told: Sequence[tuple[str, datetime]],
-        started: datetime,
-        *,
-        copies: Sequence[str] | None = None,
-        exclusive: Collection[str] = (),
-        replacing: Collection[str] = (),
-    ) -> Claimed:
-        """One wake's claims in one transaction: its starts' and its told slots' (copy "").
-        Claims are taken in the order of (job, slot, copy), whatever the order given, and
-        the summaries and cursors after them in the order of jobs: replicas that race take
-        their locks in one order, and never deadlock one another."""
-        if copies is None:
-            copies = [""] * len(starts)
-        if len(copies) != len(starts):
-            raise ValueError("claim: one copy a start")
-        order = sorted(
-            [((job, slot, copies[i]), i) for i, (job, _, slot) in enumerate(starts)]
-            + [((job, slot, ""), -1 - i) for i, (job, slot) in enumerate(told)]
-        )
-        ids: list[Claim] = [None] * len(starts)
-        got = [False] * len(told)
-        with self._transaction() as cur:
-            for (job, slot, copy), i in order:
-                if i < 0:
-                    got[-1 - i] = self._claim_told(cur, job, slot, started)
-                    continue
-                cur.execute(_CLAIM, {
-                    "cluster": self.cluster, "job": job, "slot": slot, "copy": copy,
-                    "replica": self._replica, "run_id": starts[i][1], "started": started,
-                    "exclusive": not copy and job in exclusive,
-                })  # fmt: skip
-                claimed, busy, row_id = cur.fetchone()  # type: ignore[misc]
-                ids[i] = int(row_id) if row_id is not None else BUSY if claimed and busy else None
-            won = sorted(
-                (starts[i], ids[i], copies[i])
-                for _, i in order
-                if i >= 0 and isinstance(ids[i], int)
-            )
-            for (job, run_id, slot), row_id, copy in won:
-                cur.execute(_SUMMARY_STARTED, (self.cluster, job, row_id, run_id,
-                    iso_utc(slot), 1, iso_utc(started), self._replica))  # fmt: skip
-                if job in replacing and not copy:
-                    who = json.dumps({"overlap": "replace", "run_id": run_id})
-                    cur.execute(_REPLACE, (who, self._replica, started, self.cluster, job,
-                                           self._replica))  # fmt: skip
-            if starts:
-                self._move_cursors(cur, [(job, slot) for job, _, slot in starts])
-        return Claimed(ids, got)
-
-    def _claim_told(self, cur: Any, job: str, slot: datetime, claimed: datetime) -> bool:
-        """A claim with no attempt (a slot skipped or missed: the one replica that gets it
-        tells of it)."""
-        cur.execute(
-            "INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, "
-            "claimed) VALUES (%s, %s, %s, '', %s, '', %s) ON CONFLICT DO NOTHING "
-            "RETURNING 1",
-            (self.cluster, job, slot, self._replica, claimed),
-        )
-        return cur.fetchone() is not None
 
     def finish(
         self,
@@ -270,3 +190,89 @@ class Runs(Connection):
             "success_finished = %s, success_duration_s = %s WHERE cluster = %s AND job = %s",
             (run_id, iso_utc(utc(began)), iso_utc(finished), duration_s, self.cluster, job),
         )
+
+
+class Claiming(Runs):
+    """A replica's claims: a wake's starts, each recorded only if this replica gets its
+    slot's claim, and its told slots claimed, in one transaction (base.RunRecords.claim)."""
+
+    def claim_many(
+        self,
+        starts: Sequence[Start],
+        started: datetime,
+        *,
+        copies: Sequence[str] | None = None,
+        exclusive: Collection[str] = (),
+        replacing: Collection[str] = (),
+    ) -> list[Claim]:
+        """`claim` of starts alone."""
+        return self.claim(
+            starts, (), started, copies=copies, exclusive=exclusive, replacing=replacing
+        ).starts
+
+    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
+        """`claim` of told slots alone."""
+        return self.claim((), slots, claimed).told
+
+    def claim(
+        self,
+        starts: Sequence[Start],
+        told: Sequence[tuple[str, datetime]],
+        started: datetime,
+        *,
+        copies: Sequence[str] | None = None,
+        exclusive: Collection[str] = (),
+        replacing: Collection[str] = (),
+    ) -> Claimed:
+        """One wake's claims in one transaction: its starts' and its told slots' (copy "").
+        Claims are taken in the order of (job, slot, copy), whatever the order given, and
+        the summaries and cursors after them in the order of jobs: replicas that race take
+        their locks in one order, and never deadlock one another."""
+        if copies is None:
+            copies = [""] * len(starts)
+        if len(copies) != len(starts):
+            raise ValueError("claim: one copy a start")
+        order = sorted(
+            [((job, slot, copies[i]), i) for i, (job, _, slot) in enumerate(starts)]
+            + [((job, slot, ""), -1 - i) for i, (job, slot) in enumerate(told)]
+        )
+        ids: list[Claim] = [None] * len(starts)
+        got = [False] * len(told)
+        with self._transaction() as cur:
+            for (job, slot, copy), i in order:
+                if i < 0:
+                    got[-1 - i] = self._claim_told(cur, job, slot, started)
+                    continue
+                cur.execute(_CLAIM, {
+                    "cluster": self.cluster, "job": job, "slot": slot, "copy": copy,
+                    "replica": self._replica, "run_id": starts[i][1], "started": started,
+                    "exclusive": not copy and job in exclusive,
+                })  # fmt: skip
+                claimed, busy, row_id = cur.fetchone()  # type: ignore[misc]
+                ids[i] = int(row_id) if row_id is not None else BUSY if claimed and busy else None
+            won = sorted(
+                (starts[i], ids[i], copies[i])
+                for _, i in order
+                if i >= 0 and isinstance(ids[i], int)
+            )
+            for (job, run_id, slot), row_id, copy in won:
+                cur.execute(_SUMMARY_STARTED, (self.cluster, job, row_id, run_id,
+                    iso_utc(slot), 1, iso_utc(started), self._replica))  # fmt: skip
+                if job in replacing and not copy:
+                    who = json.dumps({"overlap": "replace", "run_id": run_id})
+                    cur.execute(_REPLACE, (who, self._replica, started, self.cluster, job,
+                                           self._replica))  # fmt: skip
+            if starts:
+                self._move_cursors(cur, [(job, slot) for job, _, slot in starts])
+        return Claimed(ids, got)
+
+    def _claim_told(self, cur: Any, job: str, slot: datetime, claimed: datetime) -> bool:
+        """A claim with no attempt (a slot skipped or missed: the one replica that gets it
+        tells of it)."""
+        cur.execute(
+            "INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, "
+            "claimed) VALUES (%s, %s, %s, '', %s, '', %s) ON CONFLICT DO NOTHING "
+            "RETURNING 1",
+            (self.cluster, job, slot, self._replica, claimed),
+        )
+        return cur.fetchone() is not None

@@ -12,12 +12,13 @@ failover. Transactions are short, autocommit is off, and every one sets its own
 `PostgresStore` is assembled from parts, each a module: the connection, its transactions
 and its errors (`pg_conn`: no message holds the URL's password, user or database), the
 reads (`pg_read`), the cluster (`pg_cluster`: a replica's name, heartbeats, dead
-replicas, kill requests), the runs (`pg_write`); here, opening it (as a replica, or as a
-reader that writes nothing), the schema, and the rest of the writes. A replica opens it
-with `daemon.database` (crond/daemon/lifecycle.py), `crond.store.locate` for reading;
-docs/state.md describes the tables, the
-claim and the replicas' rules. The schema is crond/store/schema_pg.py. psycopg (the
-`crond[postgres]` extra) is imported by these modules only.
+replicas, kill requests), the runs and their claims (`pg_write`), the pauses and the
+outbox (`pg_records`); here, opening it (as a replica, or as a reader that writes
+nothing), the schema, and the rest of the writes (the view, the marks, the upkeep). A
+replica opens it with `daemon.database` (crond/daemon/lifecycle.py), `crond.store.locate`
+for reading; docs/state.md describes the tables, the claim and the replicas' rules. The
+schema is crond/store/schema_pg.py. psycopg (the `crond[postgres]` extra) is imported by
+these modules only.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from crond.store import schema_pg
-from crond.store.base import OutboxRow, PauseRow, StateError, ViewRow
+from crond.store.base import StateError, ViewRow
 from crond.store.pg_cluster import ClusterRows
 from crond.store.pg_conn import text
 from crond.store.pg_read import Reads
-from crond.store.pg_write import Runs
+from crond.store.pg_records import Outbox, Pauses
+from crond.store.pg_write import Claiming
 
 __all__ = ["CLAIM_KEEP", "PostgresStore"]
 
@@ -47,13 +49,14 @@ _VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_
 _READER = ""
 
 
-class PostgresStore(Runs, ClusterRows, Reads):
+class PostgresStore(Claiming, Pauses, Outbox, ClusterRows, Reads):
     """The store of one replica of a cluster, in a PostgreSQL database (base.Store,
     base.Replicated), or a cluster read by `crond status` (`reader`: base.ClusterReader).
-    Its parts, each over the one Connection of pg_conn.py: Runs (pg_write.py: starts,
-    claims, ends), ClusterRows (pg_cluster.py: heartbeats, lost replicas, kill requests),
-    Reads (pg_read.py: status and history); the outbox, pauses and view are here.
-    Not thread-safe: use it from one thread (the event loop's)."""
+    Its parts, each over the one Connection of pg_conn.py: Claiming and its Runs
+    (pg_write.py: claims, starts, ends), Pauses and Outbox (pg_records.py), ClusterRows
+    (pg_cluster.py: heartbeats, lost replicas, kill requests), Reads (pg_read.py: status
+    and history); the view is here. Not thread-safe: use it from one thread (the event
+    loop's)."""
 
     def __init__(
         self,
@@ -176,56 +179,6 @@ class PostgresStore(Runs, ClusterRows, Reads):
                 "INSERT INTO crond_meta (cluster, key, value) VALUES (%s, %s, %s) "
                 "ON CONFLICT (cluster, key) DO UPDATE SET value = excluded.value",
                 (self.cluster, key, text(value)),
-            )
-
-    # --- notifications not yet delivered -----------------------------------------------
-
-    def outbox_add(self, rows: Sequence[OutboxRow]) -> list[int]:
-        ids = []
-        with self._transaction() as cur:
-            for r in rows:
-                cur.execute(
-                    "INSERT INTO crond_outbox (cluster, replica, kind, notifier, job, event, "
-                    "body, created) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-                    (self.cluster, self._replica, r.kind, r.notifier, r.job, r.event,
-                     text(r.body), r.created),
-                )  # fmt: skip
-                ids.append(int(cur.fetchone()[0]))  # type: ignore[index]
-        return ids
-
-    def outbox_pending(self, limit: int) -> list[OutboxRow]:
-        """This replica's (its own, and those it took over from dead ones)."""
-        rows = self._all(
-            "SELECT id, kind, notifier, job, event, body, created FROM crond_outbox "
-            "WHERE cluster = %s AND replica = %s ORDER BY id LIMIT %s",
-            (self.cluster, self._replica, limit),
-        )
-        return self._decoded(lambda: [OutboxRow(*row) for row in rows])
-
-    def outbox_done(self, ids: Sequence[int]) -> None:
-        with self._transaction() as cur:
-            cur.execute(
-                "DELETE FROM crond_outbox WHERE cluster = %s AND id = ANY(%s)",
-                (self.cluster, list(ids)),
-            )
-
-    # --- pauses (crond pause, resume) ----------------------------------------------------
-
-    def set_pause(self, row: PauseRow) -> None:
-        with self._transaction() as cur:
-            cur.execute(
-                "INSERT INTO crond_pauses (cluster, job, since, until, note, who) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (cluster, job) DO UPDATE SET "
-                "since = excluded.since, until = excluded.until, note = excluded.note, "
-                "who = excluded.who",
-                (self.cluster, row.job, row.since, row.until,
-                 None if row.note is None else text(row.note), text(row.by)),
-            )  # fmt: skip
-
-    def clear_pause(self, job: str) -> None:
-        with self._transaction() as cur:
-            cur.execute(
-                "DELETE FROM crond_pauses WHERE cluster = %s AND job = %s", (self.cluster, job)
             )
 
     # --- the view -----------------------------------------------------------------------

@@ -19,9 +19,9 @@ SCHEMA_VERSION = 3
 # (its view held copies of the summaries, and both kept `crond status`'s JSON in generated
 # columns maintained by triggers).
 UPGRADABLE = frozenset({"1", "2"})
-# The oldest SQLite whose SQL this module and crond/store/sqlite.py use: the upsert
-# (`INSERT ... ON CONFLICT DO UPDATE`) came in 3.24.0 (2018). Python 3.11 itself accepts
-# SQLite 3.7.15.
+# The oldest SQLite whose SQL this module, crond/store/sqlite.py and sqlite_write.py use:
+# the upsert (`INSERT ... ON CONFLICT DO UPDATE`) came in 3.24.0 (2018). Python 3.11
+# itself accepts SQLite 3.7.15.
 MIN_SQLITE = (3, 24, 0)
 
 # One row a job, so `crond status` reads 10,000 rows, not a million: the newest attempt

@@ -7,41 +7,25 @@ Every SQLite error becomes a StateError (marked `corrupt` when the file is damag
 the daemon then does about it is its own policy (crond/daemon/stores.py).
 
 The schema and its upgrades are crond/store/schema.py; the reads, and the store opened
-read-only, crond/store/sqlite_read.py; the lock and the files, crond/store/files.py.
+read-only, crond/store/sqlite_read.py; the writes of runs, and the transaction every write
+is, crond/store/sqlite_write.py; the lock and the files, crond/store/files.py. Here,
+opening it, the heartbeat's upkeep, the marks, the outbox, the pauses and the view.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from crond.clock import iso_utc
 from crond.store import files, schema
-from crond.store.base import (
-    AttemptRow,
-    Claim,
-    Claimed,
-    OutboxRow,
-    PauseRow,
-    StateError,
-    ViewRow,
-)
+from crond.store.base import OutboxRow, PauseRow, StateError, ViewRow
 from crond.store.files import DB_NAME, LOCK_NAME
-from crond.store.sqlite_read import (
-    ATTEMPTS,
-    Reader,
-    Reads,
-    attempt_of,
-    decoded,
-    failure,
-    is_corrupt,
-)
+from crond.store.sqlite_read import Reader, decoded, failure, is_corrupt
+from crond.store.sqlite_write import Runs, move_cursors
 
 __all__ = ["DB_NAME", "LOCK_NAME", "Reader", "SqliteStore"]
 
@@ -50,7 +34,7 @@ _CHECKPOINT_EVERY = 200
 _VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_note"
 
 
-class SqliteStore(Reads):
+class SqliteStore(Runs):
     """One SQLite file, opened by the daemon. Not thread-safe: use it from the event
     loop's thread."""
 
@@ -110,125 +94,6 @@ class SqliteStore(Reads):
             raise failure(self.path, exc) from None
         self.set_meta("checkpointed", str(self._commits))
         self._commits = 0
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One commit. On any error the transaction is rolled back if SQLite has not
-        already done so, and the first error is the one reported (disk full, say)."""
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-            yield self._db
-            self._db.execute("COMMIT")
-            self._commits += 1
-        except BaseException as exc:
-            with contextlib.suppress(sqlite3.Error):
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise failure(self.path, exc) from None
-            if isinstance(exc, (TypeError, ValueError, OverflowError)):
-                raise StateError(f"{self.path}: unexpected data ({exc})") from None
-            raise
-
-    # --- runs -----------------------------------------------------------------------
-
-    def cursors(self) -> dict[str, datetime]:
-        rows = self._all("SELECT job, cursor FROM cursors")
-        return decoded(self.path, lambda: {job: datetime.fromtimestamp(c, UTC) for job, c in rows})
-
-    def start(
-        self,
-        job: str,
-        *,
-        run_id: str,
-        slot: datetime,
-        attempt: int,
-        started: datetime,
-        cursor: datetime,
-    ) -> int:
-        with self._transaction() as db:
-            _move_cursors(db, [(job, cursor)])
-            return _record_start(db, job, run_id, slot, attempt, started)
-
-    def start_many(
-        self, starts: Sequence[tuple[str, str, datetime]], started: datetime
-    ) -> list[int]:
-        with self._transaction() as db:
-            _move_cursors(db, [(job, slot) for job, _, slot in starts])
-            return [
-                _record_start(db, job, run_id, slot, 1, started) for job, run_id, slot in starts
-            ]
-
-    def claim(
-        self,
-        starts: Sequence[tuple[str, str, datetime]],
-        told: Sequence[tuple[str, datetime]],
-        started: datetime,
-        *,
-        copies: Sequence[str] | None = None,
-        exclusive: Collection[str] = (),  # noqa: ARG002  (the Protocol's: nothing is busy)
-        replacing: Collection[str] = (),  # noqa: ARG002  (its daemon's runs are all its own)
-    ) -> Claimed:
-        """`start_many`: one daemon a store (it is locked), so no claim is ever lost (and
-        its daemon's planner knows its runs: none is BUSY here); every slot is its own to
-        tell of."""
-        if copies is not None and len(copies) != len(starts):
-            raise ValueError("claim: one copy a start")
-        ids: list[Claim] = list(self.start_many(starts, started)) if starts else []
-        return Claimed(ids, [True] * len(told))
-
-    def claim_many(
-        self, starts: Sequence[tuple[str, str, datetime]], started: datetime, **kw: Any
-    ) -> list[Claim]:
-        """`claim` of starts alone."""
-        return self.claim(starts, (), started, **kw).starts
-
-    def claim_only(self, slots: Sequence[tuple[str, datetime]], claimed: datetime) -> list[bool]:
-        """`claim` of told slots alone."""
-        return self.claim((), slots, claimed).told
-
-    def finish(
-        self,
-        row_id: int,
-        *,
-        job: str,
-        run_id: str | None = None,
-        finished: datetime,
-        outcome: str,
-        exit_code: int | None,
-        duration_s: float,
-        output: Sequence[str],
-        keep: int | None = None,
-    ) -> None:
-        with self._transaction() as db:
-            changes_before = db.total_changes
-            db.execute(
-                "UPDATE attempts SET finished = ?, outcome = ?, exit_code = ?, duration_s = ?, "
-                "output = ? WHERE id = ? AND run_id = coalesce(?, run_id) AND job = ?",
-                (finished.timestamp(), outcome, exit_code, duration_s, json.dumps(list(output)),
-                 row_id, run_id, job),
-            )  # fmt: skip
-            if db.total_changes == changes_before:
-                return  # the row is not there (the store was moved aside and started anew)
-            _summary_finished(db, row_id, job, iso_utc(finished), outcome, exit_code, duration_s)
-            db.execute(
-                "DELETE FROM attempts WHERE job = ? AND finished IS NOT NULL AND id <= "
-                "(SELECT id FROM attempts WHERE job = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                (job, job, self.history if keep is None else keep),
-            )
-
-    def close_lost(self, now: datetime) -> list[AttemptRow]:
-        with self._transaction() as db:
-            rows = db.execute(ATTEMPTS + " WHERE finished IS NULL ORDER BY id").fetchall()
-            db.execute(
-                "UPDATE attempts SET finished = ?, outcome = 'lost' WHERE finished IS NULL",
-                (now.timestamp(),),
-            )
-            db.executemany(
-                "UPDATE summary SET finished = ?, outcome = 'lost' WHERE last_id = ?",
-                [(iso_utc(now), r[0]) for r in rows],
-            )
-        return decoded(self.path, lambda: [attempt_of(r) for r in rows])
 
     def set_meta(self, key: str, value: str) -> None:
         with self._transaction() as db:
@@ -303,7 +168,7 @@ class SqliteStore(Reads):
                 "WHERE job = ?",
                 [(r.next_at, r.next_text, r.next_local, r.next_note, r.job) for r in moved],
             )
-            _move_cursors(db, cursors)
+            move_cursors(db, cursors)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -334,60 +199,3 @@ def _values(rows: Iterable[ViewRow]) -> Iterator[tuple[Any, ...]]:
     for i, r in enumerate(rows):
         yield (i, r.job, int(r.enabled), r.schedule, r.next_at, r.next_text, r.next_local,
                r.next_note)  # fmt: skip
-
-
-def _move_cursors(db: sqlite3.Connection, cursors: Sequence[tuple[str, datetime]]) -> None:
-    """Cursors forward, never back."""
-    db.executemany(
-        "INSERT INTO cursors VALUES (?, ?) ON CONFLICT(job) DO UPDATE SET "
-        "cursor = max(cursor, excluded.cursor)",
-        [(job, cursor.timestamp()) for job, cursor in cursors],
-    )
-
-
-def _record_start(  # noqa: PLR0917  (the row's columns, in order)
-    db: sqlite3.Connection, job: str, run_id: str, slot: datetime, attempt: int, started: datetime
-) -> int:
-    """An attempt's `started` row, and the job's summary showing it open."""
-    row = db.execute(
-        "INSERT INTO attempts (run_id, job, slot, attempt, started) VALUES (?, ?, ?, ?, ?)",
-        (run_id, job, slot.timestamp(), attempt, started.timestamp()),
-    )
-    assert row.lastrowid is not None
-    db.execute(
-        "INSERT INTO summary (job, last_id, run_id, slot, attempt, started) "
-        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(job) DO UPDATE SET last_id = excluded.last_id, "
-        "run_id = excluded.run_id, slot = excluded.slot, attempt = excluded.attempt, "
-        "started = excluded.started, finished = NULL, outcome = NULL, exit_code = NULL, "
-        "duration_s = NULL",
-        (job, row.lastrowid, run_id, iso_utc(slot), attempt, iso_utc(started)),
-    )
-    return row.lastrowid
-
-
-def _summary_finished(  # noqa: PLR0917  (the row's columns, in order)
-    db: sqlite3.Connection,
-    row_id: int,
-    job: str,
-    finished: str,
-    outcome: str,
-    exit_code: int | None,
-    duration_s: float,
-) -> None:
-    """The job's summary shows its newest attempt finished (if it still is the newest),
-    and a success as its last success."""
-    db.execute(
-        "UPDATE summary SET finished = ?, outcome = ?, exit_code = ?, duration_s = ? "
-        "WHERE job = ? AND last_id = ?",
-        (finished, outcome, exit_code, duration_s, job, row_id),
-    )
-    if outcome != "success":
-        return
-    run_id, began = db.execute(
-        "SELECT run_id, started FROM attempts WHERE id = ?", (row_id,)
-    ).fetchone()
-    db.execute(
-        "UPDATE summary SET success_run_id = ?, success_started = ?, success_finished = ?, "
-        "success_duration_s = ? WHERE job = ?",
-        (run_id, iso_utc(datetime.fromtimestamp(began, UTC)), finished, duration_s, job),
-    )
