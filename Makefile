@@ -58,7 +58,7 @@ bench: $(STAMP)
 
 bench-peers: $(STAMP)
 	PY=$(PY) sh bench/peers/install.sh
-	CROND_BENCH_PEERS=1 $(MAKE) bench
+	CROND_BENCH_PEERS=1 CROND_BENCH_CROND=$(CURDIR)/bench/.peers/crond/bin/crond $(MAKE) bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

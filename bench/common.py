@@ -29,11 +29,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the bench scripts share the e2e tests' harness
     sys.path.insert(0, str(ROOT))
 
-CROND = shutil.which("crond", path=str(Path(sys.executable).parent)) or "crond"
+# The checkout's venv has the dev tools, and some of them (mutmut's textual) bring rich,
+# which structlog imports when it can: ~4 MB of RSS a user's install does not have.
+# CROND_BENCH_CROND names another `crond` (`make bench-peers` installs one as a user
+# would, without extras, in bench/.peers/crond): the figures of memory are quoted from it.
+CROND = os.environ.get("CROND_BENCH_CROND") or (
+    shutil.which("crond", path=str(Path(sys.executable).parent)) or "crond"
+)
 
 # crond as installed: a wheel's modules are compiled to bytecode when pip installs them,
 # and every start loads that. The editable install of a checkout has none until Python

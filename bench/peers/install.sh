@@ -18,6 +18,12 @@ if ! "$DIR/apscheduler/bin/python" -c 'import apscheduler' 2>/dev/null; then
     "$PY" -m venv "$DIR/apscheduler"
     "$DIR/apscheduler/bin/pip" install --quiet --disable-pip-version-check 'apscheduler<4'
 fi
+# crond as a user installs it (no extras, not editable), from this checkout, every time:
+# the memory figures are quoted from it (bench/common.py, CROND_BENCH_CROND).
+echo "installing this checkout's crond, as a user would, into $DIR/crond"
+[ -x "$DIR/crond/bin/python" ] || "$PY" -m venv "$DIR/crond"
+"$DIR/crond/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps .
+"$DIR/crond/bin/pip" install --quiet --disable-pip-version-check .
 
 if [ -x /usr/sbin/cron ]; then
     :
