@@ -13,8 +13,10 @@ Memory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -292,3 +294,51 @@ class DictMemory:
 
     def set(self, key: str, value: str) -> None:
         self.values[key] = value
+
+
+class HostileServer:
+    """A real HTTP server on loopback that answers every request badly, on purpose:
+    `endless-body` (a 200 whose body never ends), `drip` (a 200 whose body comes a byte
+    every 0.2 s, forever), `endless-header` (a header line that never ends). `requests`
+    counts the requests read (the first 64 KiB of each)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.requests = 0
+        self.asked = threading.Event()  # set at the first request
+        self._closing = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):  # closed
+            while True:
+                conn, _ = self._listener.accept()
+                threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):  # the client gave up: that is the point
+            conn.recv(65536)
+            self.requests += 1
+            self.asked.set()
+            if self.mode == "endless-header":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Big: ")
+                filler = b"y" * 65536
+            else:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
+                filler = b"x" * (1 if self.mode == "drip" else 65536)
+            while not self._closing.is_set():
+                conn.sendall(filler)
+                if self.mode == "drip":
+                    self._closing.wait(0.2)
+
+    def close(self) -> None:
+        self._closing.set()
+        self._listener.close()
+
+    def __enter__(self) -> HostileServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -7,7 +7,8 @@ starts a session of its own, so that its whole process group can be killed: at t
 deadline everything in it gets SIGKILL, and whatever it left behind when it ended too.
 Exit 0 is delivered; anything else is worth another try.
 
-Its pids are the daemon's while they run: `owned_pids()` tells the PID-1 reaper
+`run_child` also runs an Apprise send's process (via_apprise.py), its stdout read to a
+cap. Their pids are the daemon's while they run: `owned_pids()` tells the PID-1 reaper
 (crond/daemon/reaper.py) to leave them to asyncio, which waits for them.
 """
 
@@ -18,7 +19,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from crond.notify.errors import SendError
@@ -41,7 +42,7 @@ def argv_of(target: str | tuple[str, ...]) -> tuple[str, ...]:
 _NOT_PASSED = frozenset({"CROND_DATABASE_URL", "CROND_REPLICA"})
 
 
-def _environ() -> dict[str, str]:
+def notifier_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in _NOT_PASSED}
 
 
@@ -50,15 +51,43 @@ async def run_command(
 ) -> None:
     """Run the notifier's command once; return on exit 0, else raise SendError. Its
     process group is killed at `timeout`, and after it ended (leftovers)."""
-    argv = argv_of(target)
+    try:
+        code, _ = await run_child(
+            argv_of(target), stdin, {**notifier_environ(), **extra_env}, timeout
+        )
+    except TimeoutError:
+        raise SendError(f"timed out after {timeout:g}s") from None
+    if code != 0:
+        raise SendError(exit_text(code))
+
+
+def exit_text(code: int) -> str:
+    return f"exit {code}" if code > 0 else f"signal {-code}"
+
+
+async def run_child(
+    argv: Sequence[str],
+    stdin: bytes,
+    env: Mapping[str, str],
+    timeout: float,
+    *,
+    out_cap: int = 0,
+    cwd: str | None = None,
+) -> tuple[int, bytes]:
+    """Run `argv` once in a session of its own, `stdin` fed to it: (its exit status, at
+    most `out_cap` + 1 bytes of its stdout; none read when `out_cap` is 0). Past
+    `out_cap` bytes nothing more is read: the group is killed. TimeoutError at
+    `timeout`; its group is killed then, and after it ended (leftovers). Raises
+    SendError when it cannot start."""
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if out_cap else subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
-            env={**_environ(), **extra_env},
+            env=dict(env),
+            cwd=cwd,
         )
     except (OSError, ValueError) as exc:  # not found, not executable, a NUL in an argument
         raise SendError(f"cannot start: {type(exc).__name__}") from None
@@ -66,18 +95,34 @@ async def run_command(
     try:
         async with asyncio.timeout(timeout):
             await _feed(proc, stdin)
+            out = await _read_capped(proc, out_cap)
             code = await proc.wait()
     except TimeoutError:
         _kill_group(proc.pid)
         with contextlib.suppress(TimeoutError):  # SIGKILL: gone in microseconds
             async with asyncio.timeout(_REAP_WAIT):
                 await proc.wait()
-        raise SendError(f"timed out after {timeout:g}s") from None
+        raise
     finally:
         _kill_group(proc.pid)  # leftovers (or everything, when cancelled)
         _release(proc)
-    if code != 0:
-        raise SendError(f"exit {code}" if code > 0 else f"signal {-code}")
+    return code, out
+
+
+async def _read_capped(proc: asyncio.subprocess.Process, cap: int) -> bytes:
+    """Its stdout to EOF, or its first `cap` + 1 bytes (then the group is killed)."""
+    if not cap:
+        return b""
+    assert proc.stdout is not None
+    out = bytearray()
+    while len(out) <= cap:
+        chunk = await proc.stdout.read(cap + 1 - len(out))
+        if not chunk:
+            break
+        out += chunk
+    if len(out) > cap:
+        _kill_group(proc.pid)
+    return bytes(out)
 
 
 async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:

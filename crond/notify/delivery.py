@@ -26,7 +26,7 @@ once delivered or given up (intake.py).
 
 Every instant is the Clock's: its monotonic seconds for retries and lanes, its wall clock
 for an item's age; when the task wakes is waking.py's. How one try is sent (httpx,
-command notifiers, Apprise threads) is senders.py's. No error message holds a URL, a
+command notifiers, Apprise children) is senders.py's. No error message holds a URL, a
 header or a command: see errors.py.
 """
 
@@ -230,7 +230,7 @@ class Delivery:
 
     async def _finish(self) -> None:
         """The end of the task: stop the tries in flight (an outbox keeps them for the
-        next daemon), count what is left, release the client and the threads."""
+        next daemon), count what is left, release the client."""
         tasks = list(self._tasks)
         flying = self._flying
         for task in tasks:

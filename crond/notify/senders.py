@@ -1,8 +1,8 @@
 """How a notification is sent, one try at a time: a webhook's or a ping's POST (httpx,
-one client for all), a command notifier (command.py), an Apprise URL (in a few threads:
-apprise is synchronous). Delivery (delivery.py) decides when, how often and in what
-order; this module only sends, and raises SendError, whose message never holds a URL,
-a header or a command (errors.py).
+one client for all), a command notifier (command.py), an Apprise URL (a child process
+each, a few at once: via_apprise.py). Delivery (delivery.py) decides when, how often
+and in what order; this module only sends, and raises SendError, whose message never
+holds a URL, a header or a command (errors.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crond.config.loaded import NotifierSpec
@@ -38,15 +37,14 @@ class Destinations(Protocol):
 
 
 class Senders:
-    """The webhook client and the Apprise threads, made when first needed."""
+    """The webhook client and the Apprise slots, made when first needed."""
 
     def __init__(self, *, try_timeout: float, connections: int, threads: int) -> None:
         self.try_timeout = try_timeout
         self.connections = connections
         self.threads = threads
         self._client: httpx.AsyncClient | None = None
-        self._executor: ThreadPoolExecutor | None = None
-        self._thread_slots: asyncio.Semaphore | None = None
+        self._slots: asyncio.Semaphore | None = None  # Apprise children at once
 
     async def send(self, item: OutboxItem, where: Destinations) -> bool:
         """One try of `item`, to where `where` says now; False when its notifier or job is
@@ -87,34 +85,22 @@ class Senders:
         return self._client
 
     async def _apprise(self, url: str, body: str) -> None:
-        """Apprise in one of `threads` threads. A thread that hangs keeps its slot until
-        it returns (a thread cannot be stopped): the tries wait for a free slot within
-        their own timeout, so hung threads cost tries, never memory or more threads."""
-        from crond.notify import via_apprise  # noqa: PLC0415  (imports apprise when used)
+        """Apprise in a child process (via_apprise.py), at most `threads` at once: a try
+        waits for a free slot within its own timeout; the child is killed at the try's
+        deadline, so none outlives its try."""
+        from crond.notify import via_apprise  # noqa: PLC0415
 
-        loop = asyncio.get_running_loop()
-        if self._executor is None or self._thread_slots is None:
-            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="crond-apprise")
-            self._thread_slots = asyncio.Semaphore(self.threads)
-        slots = self._thread_slots
-        await slots.acquire()
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.threads)
         title = str(json.loads(body).get("text") or "")
-        future = self._executor.submit(via_apprise.send, url, title, body)
-
-        def release(_: object) -> None:
-            with contextlib.suppress(RuntimeError):  # the event loop is closed: no matter
-                loop.call_soon_threadsafe(slots.release)
-
-        future.add_done_callback(release)
-        await asyncio.wrap_future(future)
+        async with self._slots:
+            await via_apprise.send(url, title, body, self.try_timeout)
 
     async def aclose(self) -> None:
-        """The client's connections closed, the threads let go (a hung one is left)."""
+        """The client's connections closed (Apprise children die with their tries)."""
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.aclose()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _command_env(body: str) -> dict[str, str]:

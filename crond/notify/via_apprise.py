@@ -1,63 +1,67 @@
 """An Apprise notifier: one of the services the optional `apprise` library reaches
 (mail, Slack, Telegram, ... : `apprise:` URLs, docs/alerting.md).
 
-Apprise is synchronous, so a send runs in one of delivery's bounded threads; it is
-imported only when the file has such a notifier. Its loggers print URLs (with their
-tokens): they are silenced before its first use.
+Each send runs in a child process of its own (apprise_child.py), never in the daemon:
+Apprise's plugins read an endpoint's whole answer into memory, and an answer without
+end would grow the daemon until the kernel kills it. The child's address space is
+limited (`apprise_child.MEMORY_LIMIT`), it is killed with its process group at the
+try's deadline, its URL, title and body go on its stdin (never in argv, which `ps`
+shows), and its verdict is read to `ANSWER_LIMIT` bytes (docs/operations.md,
+"Security"). Its pids are the notifier commands' (command.py: the PID-1 reaper leaves
+them to asyncio).
 """
 
 from __future__ import annotations
 
-import functools
-import logging
-import threading
-import warnings
-from typing import Any
+import json
+import sys
+from pathlib import Path
+from typing import Final
 
+import crond
+from crond.notify import command
 from crond.notify.errors import SendError
 
-
-@functools.cache
-def _quiet() -> None:
-    """Nothing Apprise logs reaches a handler (nor Python's last-resort stderr one)."""
-    logger = logging.getLogger("apprise")
-    logger.handlers[:] = [logging.NullHandler()]
-    logger.propagate = False
-    logger.setLevel(logging.CRITICAL + 1)
+ANSWER_LIMIT: Final = 4096  # bytes of the child's verdict read
 
 
-_LOADING = threading.Lock()
+async def send(url: str, title: str, body: str, timeout: float) -> None:
+    """Tell `url` through Apprise in a child process, killed at `timeout` seconds;
+    raises SendError unless Apprise reports success."""
+    job = json.dumps({"url": url, "title": title, "body": body}).encode()
+    try:
+        code, out = await command.run_child(
+            _argv(), job, _env(), timeout, out_cap=ANSWER_LIMIT, cwd="/"
+        )
+    except TimeoutError:
+        raise SendError(f"apprise: timed out after {timeout:g}s") from None
+    except SendError as exc:  # it could not start
+        raise SendError(f"apprise: {exc.error}") from None
+    if len(out) > ANSWER_LIMIT:
+        raise SendError(f"apprise: its process answered more than {ANSWER_LIMIT} bytes")
+    try:
+        verdict = json.loads(out)
+    except ValueError:  # killed (its memory limit reached in C code?), or crashed
+        ended = command.exit_text(code)
+        raise SendError(f"apprise: its process ended ({ended}) without a verdict") from None
+    if isinstance(verdict, dict) and verdict.get("ok") is True:
+        return
+    if isinstance(verdict, dict) and isinstance(verdict.get("error"), str):
+        raise SendError(verdict["error"], retry=verdict.get("retry") is not False)
+    raise SendError(f"apprise: its process answered no verdict ({command.exit_text(code)})")
 
 
-def send(url: str, title: str, body: str) -> None:
-    """Tell `url` through Apprise, blocking; raises SendError unless it reports success."""
-    apprise = _load()
-    sender = apprise.Apprise()
-    if not sender.add(url):
-        raise SendError("apprise cannot use this URL", retry=False)
-    if not sender.notify(body=body, title=title):
-        raise SendError("apprise reported a failure")
+def _argv() -> list[str]:
+    # -P: the working directory (`/`) is not searched for modules.
+    return [sys.executable, "-P", "-m", "crond.notify.apprise_child"]
 
 
-def _load() -> Any:
-    """Apprise, imported with its plugins, once. Its plugins import modules Python
-    deprecates (imghdr): their warnings are not crond's to show (and a warnings filter
-    set to "error" would make them fail the first send)."""
-    with _LOADING:
-        _quiet()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            import apprise  # noqa: PLC0415  (optional, and slow to import: only when used)
-
-            apprise.Apprise().instantiate("json://localhost")  # loads the plugins now
-        _quiet_children()
-    return apprise
-
-
-def _quiet_children() -> None:
-    # Apprise's plugins log under "apprise.<plugin>": they propagate to "apprise"
-    # (silenced), unless one set a handler of its own; those are cleared too.
-    for name, logger in list(logging.Logger.manager.loggerDict.items()):
-        if name.startswith("apprise.") and isinstance(logger, logging.Logger):
-            logger.handlers[:] = []
-            logger.propagate = True
+def _env() -> dict[str, str]:
+    """The daemon's environment (less its database settings), the crond it runs from
+    first on the module path, and few malloc arenas: each reserves 64 MiB of address
+    space, which counts against the child's limit."""
+    env = command.notifier_environ()
+    where = str(Path(crond.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = ":".join(p for p in (where, env.get("PYTHONPATH")) if p)
+    env["MALLOC_ARENA_MAX"] = "2"
+    return env

@@ -7,6 +7,8 @@ connection's task is gone."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import logging
 import os
@@ -254,6 +256,53 @@ async def test_silent_client_is_closed_after_the_deadline(sock: Path, read_timeo
         writer.close()
         assert data == b""  # closed without a word
         assert read_timeout * 0.9 <= elapsed < read_timeout + 1.0
+
+
+def flood(path: Path) -> tuple[int, bytes]:
+    """Send 64 KiB at a time, never a newline, until the server stops taking them (5 s
+    at most): (bytes sent, what the server answered)."""
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(str(path))
+        conn.settimeout(5)
+        sent = 0
+        with contextlib.suppress(OSError):  # cut off (or timed out): that is the point
+            while True:
+                sent += conn.send(b"x" * 65536)
+        answer = b""
+        with contextlib.suppress(OSError):
+            while chunk := conn.recv(65536):
+                answer += chunk
+        return sent, answer
+
+
+async def test_a_line_without_end_is_refused_once_past_the_bound(sock: Path) -> None:
+    async with serving(sock) as s:
+        began = time.monotonic()
+        sent, answer = await asyncio.to_thread(flood, sock)
+        (reply,) = [json.loads(line) for line in answer.splitlines()]
+        assert reply["code"] == "bad_request"
+        assert reply["error"] == f"the request is longer than {protocol.MAX_LINE} bytes"
+        assert sent < 4 << 20  # read to its bound, not to the client's end
+        assert time.monotonic() - began < 4  # refused, not timed out
+        assert s.handler.calls == []
+
+
+async def test_a_request_dripped_a_byte_at_a_time_is_closed_at_the_deadline(sock: Path) -> None:
+    async with serving(sock, read_timeout=0.4) as s:
+        reader, writer = await asyncio.open_unix_connection(str(sock))
+        began = time.monotonic()
+        with contextlib.suppress(ConnectionError):
+            for byte in itertools.cycle(b'{"v": 1, "cmd": "ps", "args": {}} '):  # no newline
+                if reader.at_eof():
+                    break
+                assert time.monotonic() - began < 5, "still open after 5 s"
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(0.02)  # the drip's pace (the client's, not a wait)
+        waited = time.monotonic() - began
+        writer.close()
+        assert 0.35 <= waited < 3, waited
+        assert s.handler.calls == []
 
 
 async def test_max_connections(sock: Path) -> None:
