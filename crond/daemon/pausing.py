@@ -7,8 +7,9 @@ and wakes when a pause runs out; each begun or ended is logged (`job.paused`,
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -23,6 +24,9 @@ from crond.run import runner
 from crond.store.base import PauseRow, Replicated, Store
 
 T = TypeVar("T")
+# Jobs whose log lines (`job.paused`, `job.resumed`) and metrics are done between two of
+# the loop's turns: about 3 ms here (docs/performance.md), however many jobs are asked.
+SLICE = 200
 # A pause or resume refused while the database is away, as docs/control.md and
 # docs/replicas.md quote it: the event it names is in every replica's log, with no setting.
 DATABASE_AWAY = (
@@ -53,6 +57,9 @@ class Pausing:
         self.on_paused = on_paused
         # With replicas, the pauses are the cluster's database's: written there for all.
         self.replicated = replicated
+        # One pause or resume applied at a time, in the order asked (the lock is fair).
+        self._turn = asyncio.Lock()
+        self._applying: set[asyncio.Task[dict[str, Any]]] = set()  # kept till done
 
     def restore(self) -> None:
         """The pauses kept in the store, applied before the first wake; those that ran out
@@ -68,47 +75,76 @@ class Pausing:
             self.loop.pause(name, row.until)
             self._tell_paused(name, True)
 
-    def pause(
+    async def pause(
         self, names: list[str], until: datetime | None, note: str | None, by: dict[str, object]
     ) -> dict[str, Any]:
         """Pause each of `names` (jobs of the file) until `until` (None: until resumed),
-        for `by` (who asked). Raises ControlError (an `until` passed; the cluster's
-        database away)."""
+        for `by` (who asked), after the pauses and resumes asked before. Raises
+        ControlError (an `until` passed; the cluster's database away)."""
+        return await self._in_turn(lambda: self._pause(names, until, note, by))
+
+    async def resume(self, names: list[str], by: dict[str, object]) -> dict[str, Any]:
+        """End the pause of each of `names`, for `by` (who asked), after the pauses and
+        resumes asked before. Raises ControlError (the cluster's database away)."""
+        return await self._in_turn(lambda: self._resume(names, by))
+
+    async def _in_turn(self, work: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """`work` once the pauses and resumes asked before it are applied (one at a time,
+        in the order asked: two `pause --all` never interleave), and carried through
+        even if the caller hangs up meanwhile (the server cancels its answer): a pause
+        half logged would not be what the store and the loop hold."""
+
+        async def in_turn() -> dict[str, Any]:
+            async with self._turn:
+                return await work()
+
+        task = asyncio.ensure_future(in_turn())
+        self._applying.add(task)
+        task.add_done_callback(self._applying.discard)
+        return await asyncio.shield(task)
+
+    async def _pause(
+        self, names: list[str], until: datetime | None, note: str | None, by: dict[str, object]
+    ) -> dict[str, Any]:
         now = self.clock.now()
         if until is not None and until <= now:
             raise ControlError("refused", f"{iso_utc(until)} has passed; give a later --until")
         row_by = json.dumps(by, separators=(",", ":"))
-        if self.replicated:  # the cluster's pauses are the database's, or none
-            rows = [PauseRow(name, now, until, note, row_by) for name in names]
-            self._cluster_write(lambda store: _each(store.set_pause, rows), "pause")
+        rows = [PauseRow(name, now, until, note, row_by) for name in names]
+        # The store and the loop at once, with no yield between them: every job in one
+        # commit (with replicas in the cluster's database first, all or none), then held
+        # by the loop (microseconds a job); only the log lines and metrics go in slices.
+        self._write(lambda store: store.set_pauses(rows), "pause")
         for name in names:
             self.loop.pause(name, until)
-            if not self.replicated:  # else written above, for all of them
-                row = PauseRow(name, now, until, note, row_by)
-                self.recorder.write(lambda store, row=row: store.set_pause(row))  # type: ignore[misc]
-            shown = None if until is None else iso_utc(until)
-            self.log.warning("job.paused", job=name, until=shown, note=note, by=by)
-            self._tell_paused(name, True)
+        shown = None if until is None else iso_utc(until)
+        for part in _slices(names):
+            for name in part:
+                self.log.warning("job.paused", job=name, until=shown, note=note, by=by)
+                self._tell_paused(name, True)
+            await asyncio.sleep(0)  # the loop's turn: a slot due now starts on time
         stored = self.recorder.store is not None and not self.recorder.degraded
-        return {"jobs": names, "until": None if until is None else iso_utc(until), "stored": stored}
+        return {"jobs": names, "until": shown, "stored": stored}
 
-    def resume(self, names: list[str], by: dict[str, object]) -> dict[str, Any]:
-        """End the pause of each of `names`, for `by` (who asked). Raises ControlError (the
-        cluster's database away)."""
+    async def _resume(self, names: list[str], by: dict[str, object]) -> dict[str, Any]:
         if self.replicated:  # with who asked: the other replicas log it too
             row_by = json.dumps(by, separators=(",", ":"))
-            self._cluster_write(_resume_each(names, row_by, self.clock.now()), "resume")
-        resumed = []
-        for name in names:
-            skipped = self.loop.resume(name)
-            if not self.replicated:  # else cleared above, for all of them
-                self._clear(name)
-            if skipped is None:  # it was not paused: nothing to say in the log
-                resumed.append({"job": name, "skipped": 0, "was_paused": False})
-                continue
-            self.log.info("job.resumed", job=name, by=by, skipped=skipped)
-            self._tell_paused(name, False)
-            resumed.append({"job": name, "skipped": skipped})
+            now = self.clock.now()
+            self._write(lambda store: cast(Replicated, store).resume_many(names, row_by, now),
+                        "resume")  # fmt: skip
+        else:
+            self._write(lambda store: store.clear_pauses(names), "resume")
+        ended = [(name, self.loop.resume(name)) for name in names]
+        resumed: list[dict[str, Any]] = []
+        for part in _slices(ended):
+            for name, skipped in part:
+                if skipped is None:  # it was not paused: nothing to say in the log
+                    resumed.append({"job": name, "skipped": 0, "was_paused": False})
+                    continue
+                self.log.info("job.resumed", job=name, by=by, skipped=skipped)
+                self._tell_paused(name, False)
+                resumed.append({"job": name, "skipped": skipped})
+            await asyncio.sleep(0)
         return {"resumed": resumed}
 
     def ran_out(self, name: str, skipped: int) -> None:
@@ -117,11 +153,12 @@ class Pausing:
         self.log.info("job.resumed", job=name, by=None, skipped=skipped)
         self._tell_paused(name, False)
 
-    def _cluster_write(self, write: Callable[[Store], None], what: str) -> None:
-        """A pause or resume of the whole cluster: written to its database first, or
-        refused (a replica that held or freed the job alone would be undone by the others,
-        or by the database, when it answers again)."""
-        if self.recorder.write(write) is FAILED:
+    def _write(self, write: Callable[[Store], None], what: str) -> None:
+        """A pause or resume kept in the store, in one commit. With replicas, of the whole
+        cluster: written to its database first, or refused (a replica that held or freed
+        the jobs alone would be undone by the others, or by the database, when it answers
+        again). A daemon's own store that fails is degraded (the answer says `stored`)."""
+        if self.recorder.write(write) is FAILED and self.replicated:
             raise ControlError("refused", DATABASE_AWAY.format(what=what))
 
     def _clear(self, name: str) -> None:
@@ -132,18 +169,7 @@ class Pausing:
             self.on_paused(name, paused)
 
 
-def _each(write: Callable[[T], None], items: Iterable[T]) -> None:
-    """`write` each of `items` (in the store's one transaction each)."""
-    for item in items:
-        write(item)
-
-
-def _resume_each(names: list[str], by: str, now: datetime) -> Callable[[Store], None]:
-    """A resume's write to the cluster's store: each job's pause ended, and who asked
-    kept for the other replicas' `job.resumed`."""
-
-    def write(store: Store) -> None:
-        for name in names:
-            cast(Replicated, store).resume(name, by, now)
-
-    return write
+def _slices(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """`items` by SLICE: the work done between two of the loop's turns."""
+    for at in range(0, len(items), SLICE):
+        yield items[at : at + SLICE]
