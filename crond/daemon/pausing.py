@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, cast
@@ -24,9 +25,12 @@ from crond.run import runner
 from crond.store.base import PauseRow, Replicated, Store
 
 T = TypeVar("T")
-# Jobs whose log lines (`job.paused`, `job.resumed`) and metrics are done between two of
-# the loop's turns: about 3 ms here (docs/performance.md), however many jobs are asked.
+# The work of a pause or resume of many jobs goes in slices: rows a commit in the
+# daemon's own store, and at most WORK_S of log lines (`job.paused`, `job.resumed`) and
+# metrics; between two, REST_S for the loop, long enough for a due run's start (several
+# of the loop's turns) to go through unslowed (docs/performance.md, bench_pause.py).
 SLICE = 200
+WORK_S, REST_S = 0.002, 0.001
 # A pause or resume refused while the database is away, as docs/control.md and
 # docs/replicas.md quote it: the event it names is in every replica's log, with no setting.
 DATABASE_AWAY = (
@@ -60,6 +64,7 @@ class Pausing:
         # One pause or resume applied at a time, in the order asked (the lock is fair).
         self._turn = asyncio.Lock()
         self._applying: set[asyncio.Task[dict[str, Any]]] = set()  # kept till done
+        self._writing: set[str] = set()  # the jobs of a pause being written to the store
 
     def restore(self) -> None:
         """The pauses kept in the store, applied before the first wake; those that ran out
@@ -111,18 +116,22 @@ class Pausing:
             raise ControlError("refused", f"{iso_utc(until)} has passed; give a later --until")
         row_by = json.dumps(by, separators=(",", ":"))
         rows = [PauseRow(name, now, until, note, row_by) for name in names]
-        # The store and the loop at once, with no yield between them: every job in one
-        # commit (with replicas in the cluster's database first, all or none), then held
-        # by the loop (microseconds a job); only the log lines and metrics go in slices.
-        self._write(lambda store: store.set_pauses(rows), "pause")
+        # Kept first: with replicas in the cluster's database, all in one commit or none;
+        # else in the daemon's own store, a commit per slice. Then held by the loop, all
+        # at once (microseconds a job); the log lines and metrics in slices.
+        self._writing = set(names)
+        try:
+            await self._write(rows, lambda store, part: store.set_pauses(part), "pause")
+        finally:
+            self._writing = set()
         for name in names:
             self.loop.pause(name, until)
         shown = None if until is None else iso_utc(until)
-        for part in _slices(names):
-            for name in part:
-                self.log.warning("job.paused", job=name, until=shown, note=note, by=by)
-                self._tell_paused(name, True)
-            await asyncio.sleep(0)  # the loop's turn: a slot due now starts on time
+        rest = _Rests()
+        for name in names:
+            self.log.warning("job.paused", job=name, until=shown, note=note, by=by)
+            self._tell_paused(name, True)
+            await rest.maybe()  # the loop's turn: a slot due now starts on time
         stored = self.recorder.store is not None and not self.recorder.degraded
         return {"jobs": names, "until": shown, "stored": stored}
 
@@ -130,36 +139,51 @@ class Pausing:
         if self.replicated:  # with who asked: the other replicas log it too
             row_by = json.dumps(by, separators=(",", ":"))
             now = self.clock.now()
-            self._write(lambda store: cast(Replicated, store).resume_many(names, row_by, now),
-                        "resume")  # fmt: skip
+            await self._write(
+                names,
+                lambda store, part: cast(Replicated, store).resume_many(part, row_by, now),
+                "resume",
+            )
         else:
-            self._write(lambda store: store.clear_pauses(names), "resume")
+            await self._write(names, lambda store, part: store.clear_pauses(part), "resume")
         ended = [(name, self.loop.resume(name)) for name in names]
         resumed: list[dict[str, Any]] = []
-        for part in _slices(ended):
-            for name, skipped in part:
-                if skipped is None:  # it was not paused: nothing to say in the log
-                    resumed.append({"job": name, "skipped": 0, "was_paused": False})
-                    continue
-                self.log.info("job.resumed", job=name, by=by, skipped=skipped)
-                self._tell_paused(name, False)
-                resumed.append({"job": name, "skipped": skipped})
-            await asyncio.sleep(0)
+        rest = _Rests()
+        for name, skipped in ended:
+            if skipped is None:  # it was not paused: nothing to say in the log
+                resumed.append({"job": name, "skipped": 0, "was_paused": False})
+                continue
+            self.log.info("job.resumed", job=name, by=by, skipped=skipped)
+            self._tell_paused(name, False)
+            resumed.append({"job": name, "skipped": skipped})
+            await rest.maybe()
         return {"resumed": resumed}
 
     def ran_out(self, name: str, skipped: int) -> None:
-        """A pause's `until` came (the loop's `Effects.resumed`, through the daemon)."""
-        self._clear(name)
+        """A pause's `until` came (the loop's `Effects.resumed`, through the daemon). Its
+        row is kept when a pause being written replaced it (held by the loop next)."""
+        if name not in self._writing:
+            self._clear(name)
         self.log.info("job.resumed", job=name, by=None, skipped=skipped)
         self._tell_paused(name, False)
 
-    def _write(self, write: Callable[[Store], None], what: str) -> None:
-        """A pause or resume kept in the store, in one commit. With replicas, of the whole
-        cluster: written to its database first, or refused (a replica that held or freed
-        the jobs alone would be undone by the others, or by the database, when it answers
-        again). A daemon's own store that fails is degraded (the answer says `stored`)."""
-        if self.recorder.write(write) is FAILED and self.replicated:
-            raise ControlError("refused", DATABASE_AWAY.format(what=what))
+    async def _write(
+        self, items: Sequence[T], write: Callable[[Store, Sequence[T]], None], what: str
+    ) -> None:
+        """A pause or resume kept in the store. With replicas, of the whole cluster: in its
+        database first, in one commit, or refused (a replica that held or freed the jobs
+        alone would be undone by the others, or by the database, when it answers again).
+        The daemon's own store takes a commit per SLICE jobs, the loop's turn between two
+        (10,000 rows in one SQLite commit held the loop ~0.1 s); one that fails is degraded
+        (the answer says `stored`), and a pause running out meanwhile leaves the rows
+        written alone (`ran_out`)."""
+        if self.replicated:
+            if self.recorder.write(lambda store: write(store, items)) is FAILED:
+                raise ControlError("refused", DATABASE_AWAY.format(what=what))
+            return
+        for part in _slices(items):
+            self.recorder.write(lambda store, part=part: write(store, part))  # type: ignore[misc]
+            await asyncio.sleep(REST_S)
 
     def _clear(self, name: str) -> None:
         self.recorder.write(lambda store: store.clear_pause(name))
@@ -167,6 +191,18 @@ class Pausing:
     def _tell_paused(self, name: str, paused: bool) -> None:
         if self.on_paused is not None:
             self.on_paused(name, paused)
+
+
+class _Rests:
+    """A rest of REST_S for the loop after each WORK_S of work."""
+
+    def __init__(self) -> None:
+        self.since = time.perf_counter()
+
+    async def maybe(self) -> None:
+        if time.perf_counter() - self.since >= WORK_S:
+            await asyncio.sleep(REST_S)
+            self.since = time.perf_counter()
 
 
 def _slices(items: Sequence[T]) -> Iterator[Sequence[T]]:
