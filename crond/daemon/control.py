@@ -99,11 +99,11 @@ class Steering:
             return ok(self._kill(str(args["target"]), caller))
         if cmd == "pause":
             names, until = self._names(args), _instant(args.get("until"))
-            return ok(self.pausing.pause(names, until, args.get("note"), caller.by()))
+            return ok(await self.pausing.pause(names, until, args.get("note"), caller.by()))
         if cmd == "resume":
             every = args.get("all")
             names = list(self.loop.core.pauses.listing()) if every else self._names(args)
-            return ok(self.pausing.resume(names, caller.by()))
+            return ok(await self.pausing.resume(names, caller.by()))
         raise ControlError("unknown_command", f"{cmd!r} is not a command of this daemon")
 
     def _ps(self) -> list[dict[str, Any]]:

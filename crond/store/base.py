@@ -204,6 +204,14 @@ class PauseRecords(Protocol):
         """Forget a job's pause (none is no error), in one commit."""
         ...
 
+    def set_pauses(self, rows: Sequence[PauseRow]) -> None:
+        """`set_pause` of each row, all in one commit (`crond pause --all`)."""
+        ...
+
+    def clear_pauses(self, jobs: Sequence[str]) -> None:
+        """`clear_pause` of each job, all in one commit (`crond resume --all`)."""
+        ...
+
 
 class OutboxRecords(Protocol):
     """Notifications kept until delivered or given up (crond/notify/delivery.py)."""
@@ -301,4 +309,8 @@ class Replicated(Store, ClusterReader, Protocol):
 
     def resumed_by(self, job: str, since: datetime) -> str | None:
         """Who resumed the job's pause that began at `since` (JSON), if a resume ended it."""
+        ...
+
+    def resume_many(self, jobs: Sequence[str], by: str, now: datetime) -> None:
+        """`resume` of each job, all in one commit."""
         ...

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -211,6 +212,15 @@ class ClusterRows(Connection):
         cur.execute(
             "DELETE FROM crond_resumes WHERE cluster = %s AND resumed < %s", (self.cluster, before)
         )
+
+    def resume_many(self, jobs: Sequence[str], by: str, now: datetime) -> None:
+        who = text(by)
+        with self._transaction() as cur:
+            cur.executemany(
+                _RESUME,
+                [{"cluster": self.cluster, "job": job, "who": who, "now": now}
+                 for job in sorted(jobs)],
+            )  # fmt: skip
 
 
 def _pid_runs(pid: int) -> bool:

@@ -170,6 +170,19 @@ class SqliteStore(Runs):
             )
             move_cursors(db, cursors)
 
+    def set_pauses(self, rows: Sequence[PauseRow]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO pauses (job, since, until, note, who) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(r.job, r.since.timestamp(), None if r.until is None else r.until.timestamp(),
+                  r.note, r.by) for r in rows],
+            )  # fmt: skip
+
+    def clear_pauses(self, jobs: Sequence[str]) -> None:
+        with self._transaction() as db:
+            db.executemany("DELETE FROM pauses WHERE job = ?", [(job,) for job in jobs])
+
 
 def _connect(path: Path) -> sqlite3.Connection:
     """The store's file opened for the daemon (created, or upgraded, as needed)."""

@@ -838,6 +838,15 @@ class _MemoryStore:
         self._check()
         self.paused.pop(job, None)
 
+    def set_pauses(self, rows: Sequence[base.PauseRow]) -> None:
+        self._check()
+        self.paused.update((row.job, row) for row in rows)
+
+    def clear_pauses(self, jobs: Sequence[str]) -> None:
+        self._check()
+        for job in jobs:
+            self.paused.pop(job, None)
+
     def publish_view(self, rows: Iterable[base.ViewRow], digest: str | None) -> None:
         self._check()
 
