@@ -32,6 +32,27 @@ class Pauses(Connection):
                 "DELETE FROM crond_pauses WHERE cluster = %s AND job = %s", (self.cluster, job)
             )
 
+    def set_pauses(self, rows: Sequence[PauseRow]) -> None:
+        # In the order of jobs, as the view's rows (postgres.py): two replicas pausing at
+        # once never wait for each other's row locks in a circle.
+        with self._transaction() as cur:
+            cur.executemany(
+                "INSERT INTO crond_pauses (cluster, job, since, until, note, who) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (cluster, job) DO UPDATE SET "
+                "since = excluded.since, until = excluded.until, note = excluded.note, "
+                "who = excluded.who",
+                [(self.cluster, r.job, r.since, r.until,
+                  None if r.note is None else text(r.note), text(r.by))
+                 for r in sorted(rows, key=lambda r: r.job)],
+            )  # fmt: skip
+
+    def clear_pauses(self, jobs: Sequence[str]) -> None:
+        with self._transaction() as cur:
+            cur.execute(
+                "DELETE FROM crond_pauses WHERE cluster = %s AND job = ANY(%s)",
+                (self.cluster, sorted(jobs)),
+            )
+
 
 class Outbox(Connection):
     """Notifications not yet delivered, each kept with the replica that is to deliver it

@@ -228,27 +228,6 @@ class PostgresStore(Claiming, Pauses, Outbox, ClusterRows, Reads):
             )  # fmt: skip
             self._move_cursors(cur, cursors)
 
-    def set_pauses(self, rows: Sequence[PauseRow]) -> None:
-        # In the order of jobs, as update_view: two replicas pausing at once never wait
-        # for each other's row locks in a circle.
-        with self._transaction() as cur:
-            cur.executemany(
-                "INSERT INTO crond_pauses (cluster, job, since, until, note, who) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (cluster, job) DO UPDATE SET "
-                "since = excluded.since, until = excluded.until, note = excluded.note, "
-                "who = excluded.who",
-                [(self.cluster, r.job, r.since, r.until,
-                  None if r.note is None else text(r.note), text(r.by))
-                 for r in sorted(rows, key=lambda r: r.job)],
-            )  # fmt: skip
-
-    def clear_pauses(self, jobs: Sequence[str]) -> None:
-        with self._transaction() as cur:
-            cur.execute(
-                "DELETE FROM crond_pauses WHERE cluster = %s AND job = ANY(%s)",
-                (self.cluster, sorted(jobs)),
-            )
-
 
 def _check_name(what: str, name: str) -> None:
     if not name or len(name) > 200 or not name.isprintable():
