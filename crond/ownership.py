@@ -151,7 +151,7 @@ def open_directory(path: Path, *, euid: int | None = None, alone: bool = False) 
     try:
         fd, _ = _walk(path, into=True)
     except _Unsafe as exc:
-        fix = exc.fixed(_ANOTHER_DIR)
+        fix = exc.socket_fix() if alone else exc.fixed(_ANOTHER_DIR)
         raise PermissionError(errno.EPERM, f"{exc}; {_DIR_ONLY} (fix: {fix})") from None
     problem = _directory_problem(os.fstat(fd), Path(path).absolute()) if alone else None
     if problem is not None:
