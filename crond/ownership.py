@@ -14,8 +14,9 @@ operations.md, "Security"):
   file is then opened once, without following a link, and that same descriptor is
   checked (a regular file, owned by root, not writable by its group or others) and
   read: nothing can be swapped between the check and the read.
-- A directory crond writes into (the state store) must be root's and writable by root
-  alone, and every directory above it as above: nobody else can plant a link in it.
+- A directory crond writes into (the state store; the control socket's, whose name
+  could be bound first) must be root's and writable by root alone, even if sticky, and
+  every directory above it as above: nobody else can plant a link in it.
 
 Whatever the user, the file must be a regular file of at most `MAX_BYTES`: a FIFO or
 a device would block or never end. Nothing else is enforced when the daemon is not root:
@@ -38,6 +39,7 @@ _MAX_LINKS = 40  # as the kernel's own limit for one path (ELOOP)
 _ROOT_ONLY = "crond runs as root and runs only a file that root alone can change"
 _DIR_ONLY = "crond runs as root and writes only where root alone can"
 _ANOTHER_DIR = "choose another directory"
+_ELSEWHERE = "set daemon.control_socket to a path in a directory only root can write"
 
 
 class FileRefused(Exception):  # noqa: N818  (a verdict to show, not a failure of crond)
@@ -82,24 +84,50 @@ def directory_problem(path: Path, *, euid: int | None = None) -> str | None:
     directory that is missing (root makes it, mode 0700; the caller checks again after)
     or that a file stands in the way of is for the caller's own open to report; one that
     cannot be walked for another reason is refused."""
+    problem = _verdict(path, euid)
+    if problem is None or isinstance(problem, str):
+        return None if problem is None else f"{path}: {problem}"
+    return f"{path}: {problem}; {_DIR_ONLY} (fix: {problem.fixed(_ANOTHER_DIR)})"
+
+
+def socket_problem(path: Path, *, euid: int | None = None) -> str | None:
+    """`directory_problem` for the control socket `path`'s directory (anyone who can
+    create names there could bind the name first: docs/control.md)."""
+    problem = _verdict(path.parent, euid)
+    if problem is None or isinstance(problem, str):
+        return None if problem is None else f"{path}: {problem}"
+    return f"{path}: {problem}; {_DIR_ONLY} (fix: {problem.socket_fix()})"
+
+
+def _verdict(path: Path, euid: int | None) -> _Unsafe | str | None:
     if not _as_root(euid):
         return None
     try:
-        fd, name = _walk(path)
-        try:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        finally:
-            os.close(fd)
-        problem = _directory_problem(st, Path(path).absolute())
+        return _directory_problem(_walked_stat(path), Path(path).absolute())
     except _Unsafe as exc:
-        problem = exc
+        return exc
     except (FileNotFoundError, NotADirectoryError):
         return None  # root makes what is missing (and checks again), or the store says
     except OSError as exc:  # cannot be walked: not to be trusted either
-        return f"{path}: {_os_message(exc)}"
-    if problem is None:
+        return _os_message(exc)
+
+
+def keeper(directory: Path) -> int | None:
+    """The owner of `directory` (its uid) when that owner alone can write in it and root
+    alone can change every directory and link above it; else None (nor when unseen)."""
+    try:
+        st = _walked_stat(directory)
+    except (_Unsafe, OSError):
         return None
-    return f"{path}: {problem}; {_DIR_ONLY} (fix: {problem.fixed(_ANOTHER_DIR)})"
+    return st.st_uid if stat.S_ISDIR(st.st_mode) and not st.st_mode & 0o022 else None
+
+
+def _walked_stat(path: Path) -> os.stat_result:
+    fd, name = _walk(path)
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
 
 
 def _directory_problem(st: os.stat_result, where: Path) -> _Unsafe | None:
@@ -111,19 +139,24 @@ def _directory_problem(st: os.stat_result, where: Path) -> _Unsafe | None:
     return problem
 
 
-def open_directory(path: Path, *, euid: int | None = None) -> int:
+def open_directory(path: Path, *, euid: int | None = None, alone: bool = False) -> int:
     """An O_PATH descriptor of the directory `path`, to create files in relative to it.
     As root (`euid`), reached by the walk above: every directory and link on the way,
     the directory itself included, is one only root can change (a sticky one such as
-    /tmp too: names created there are random and exclusive). Raises OSError, with the
-    reason and the fix for one root may not trust."""
+    /tmp too: names created there are random and exclusive); with `alone` (the control
+    socket's: a fixed name), writable by root alone even if sticky. Raises OSError, with
+    the reason and the fix for one root may not trust."""
     if not _as_root(euid):
         return os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fd, _ = _walk(path, into=True)
     except _Unsafe as exc:
-        fix = exc.fixed(_ANOTHER_DIR)
+        fix = exc.socket_fix() if alone else exc.fixed(_ANOTHER_DIR)
         raise PermissionError(errno.EPERM, f"{exc}; {_DIR_ONLY} (fix: {fix})") from None
+    problem = _directory_problem(os.fstat(fd), Path(path).absolute()) if alone else None
+    if problem is not None:
+        os.close(fd)
+        raise PermissionError(errno.EPERM, f"{problem}; {_DIR_ONLY} (fix: {problem.socket_fix()})")
     return fd
 
 
@@ -135,10 +168,16 @@ def _as_root(euid: int | None) -> bool:
 class _Unsafe(Exception):  # noqa: N818  (an internal verdict)
     """What is wrong and the command that mends it; `elsewhere`: the other way out."""
 
-    def __init__(self, message: str, fix: str, *, elsewhere: bool = False) -> None:
+    def __init__(
+        self, message: str, fix: str, *, elsewhere: bool = False, shared: bool = False
+    ) -> None:
         super().__init__(message)
         self.fix = fix
         self.elsewhere = elsewhere
+        self.shared = shared  # a sticky directory others write in (/tmp): not to close
+
+    def socket_fix(self) -> str:  # a shared /tmp is not to be closed: only go elsewhere
+        return _ELSEWHERE if self.shared else self.fixed(_ELSEWHERE)
 
     def fixed(self, other_way: str) -> str:
         return f"{self.fix}, or {other_way}" if self.elsewhere else self.fix
@@ -329,6 +368,7 @@ def _write_problem(st: os.stat_result, where: Path) -> _Unsafe:
         "who can replace what is in it",
         f"chmod go-w {_q(where)}",
         elsewhere=True,
+        shared=bool(st.st_mode & stat.S_ISVTX and st.st_mode & stat.S_IWOTH),
     )
 
 

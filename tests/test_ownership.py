@@ -13,12 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from crond.ownership import MAX_BYTES, FileRefused, directory_problem, read_schedules_file
+from crond.ownership import (
+    MAX_BYTES,
+    FileRefused,
+    directory_problem,
+    keeper,
+    open_directory,
+    read_schedules_file,
+    socket_problem,
+)
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to chown files to others")
 NOBODY = 65534
 NO_SUCH_UID = 54321  # assumed to have no passwd entry
 ROOT_ONLY = "crond runs as root and runs only a file that root alone can change"
+DIR_ONLY = "crond runs as root and writes only where root alone can"
 TEXT = "jobs:\n  a: {every: 1h, command: 'true'}\n"
 
 
@@ -348,3 +357,61 @@ def test_what_cannot_be_reached_or_made_is_left_to_the_store_to_say(tmp_path: Pa
     (tmp_path / "f").write_text("")
     assert directory_problem(tmp_path / "f") is None
     assert directory_problem(tmp_path / "f" / "state") is None
+
+
+# --- the control socket's directory -------------------------------------------------
+
+ELSEWHERE = "set daemon.control_socket to a path in a directory only root can write"
+
+
+@as_root
+@pytest.mark.parametrize(
+    ("mode", "fix"),
+    [
+        pytest.param(0o1777, ELSEWHERE, id="shared_sticky"),  # /tmp: not to be closed
+        pytest.param(0o770, "chmod go-w {where}, or " + ELSEWHERE, id="group"),
+    ],
+)
+def test_a_socket_directory_others_can_write_is_refused_even_sticky(
+    tmp_path: Path, mode: int, fix: str
+) -> None:
+    where = tmp_path / "run"
+    where.mkdir()
+    where.chmod(mode)
+    said = socket_problem(where / "crond.sock")
+    assert said is not None
+    assert said.startswith(f"{where / 'crond.sock'}: the directory {where} is writable by ")
+    assert said.endswith(f"; {DIR_ONLY} (fix: {fix.format(where=where)})")
+    with pytest.raises(PermissionError) as caught:
+        open_directory(where, alone=True)
+    assert str(caught.value.strerror) == said.split(": ", 1)[1]
+    if mode & 0o1000:  # the liveness file's random names: fine in a sticky one
+        os.close(open_directory(where))
+    assert socket_problem(where / "crond.sock", euid=1000) is None
+
+
+@as_root
+def test_a_socket_directory_of_roots_alone_is_accepted(tmp_path: Path) -> None:
+    where = tmp_path / "run"
+    where.mkdir(mode=0o750)
+    assert socket_problem(where / "crond.sock") is None
+    assert socket_problem(tmp_path / "missing" / "crond.sock") is None  # root makes it
+    os.close(open_directory(where, alone=True))
+
+
+@as_root
+def test_the_keeper_is_the_owner_of_a_directory_only_it_can_write(tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o750)
+    os.chown(theirs, NOBODY, NOBODY)
+    assert keeper(theirs) == NOBODY
+    assert keeper(tmp_path) == 0
+    theirs.chmod(0o1770)
+    assert keeper(theirs) is None  # its group may put names there too
+    theirs.chmod(0o750)
+    tmp_path.chmod(0o1777)
+    assert keeper(theirs) == NOBODY  # a sticky directory above: theirs is theirs alone
+    tmp_path.chmod(0o777)
+    assert keeper(theirs) is None  # anyone could have swapped it
+    assert keeper(tmp_path / "missing") is None

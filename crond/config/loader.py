@@ -6,7 +6,7 @@ The pipeline: read the file (`load_file`: as root, by the ownership rule, from o
 descriptor), parse the YAML with every place located (`yamlsource`), merge `defaults`
 into each job (`defaults`), validate with the models of `model` and check the names the
 file gives and uses (`names`), and wrap each job with its name and parsed cron
-(`loaded`).
+(`loaded`); as root, `load_file` then checks the control socket's directory.
 """
 
 from __future__ import annotations
@@ -65,7 +65,20 @@ def load_file(
         message = f"not UTF-8 text (byte {exc.start})"
         raise ConfigError([Problem(name, 0, 0, "", message)]) from None
     loaded = loads(text, name, environ=environ, strict=strict)
+    if enforce:
+        _check_socket(loaded, name)
     return loaded, hashlib.sha256(raw).hexdigest()
+
+
+def _check_socket(loaded: LoadedConfig, name: str) -> None:
+    """As root, a `daemon.control_socket` in a directory others can write (docs/
+    control.md) is refused with the file: at start, on reload, by `validate`."""
+    configured = loaded.daemon.control_socket
+    if configured is None or configured.strip().lower() == "none":
+        return
+    problem = ownership.socket_problem(Path(configured).expanduser())
+    if problem is not None:
+        raise ConfigError([Problem(name, 0, 0, "daemon.control_socket", problem)])
 
 
 def _stdin() -> bytes:

@@ -2,10 +2,11 @@
 (crond/control/protocol.py). Synchronous and small, for the CLI: no asyncio to import
 or start for a round trip of a few hundred microseconds.
 
-Every failure to talk to the daemon is one of three exceptions whose message a person
+Every failure to talk to the daemon is one of four exceptions whose message a person
 understands: NoDaemon (nothing listens there), Denied (the socket's mode keeps this user
-out: who may), ProtocolError (the daemon broke off, or answered what this crond cannot
-read).
+out: who may), Untrusted (who listens may not be crond: nothing is sent, see
+crond/control/trust.py), ProtocolError (the daemon broke off, or answered what this
+crond cannot read). Whatever an answer says is escaped before anyone prints it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from crond.control import protocol
+from crond.control import protocol, trust
 
 TIMEOUT = 10.0  # seconds for the daemon to answer (each read)
 MAX_REPLY_LINE = 1024 * 1024  # bytes: a job's output line is at most 8 KiB; ps of 10,000 runs less
@@ -60,6 +61,10 @@ class ProtocolError(ClientError):
     pass
 
 
+class Untrusted(ClientError):  # noqa: N818  (as NoDaemon)
+    """Who listens on the socket may not be told anything (crond/control/trust.py)."""
+
+
 def request(
     path: Path, cmd: str, args: dict[str, Any], *, timeout: float | None = TIMEOUT
 ) -> Iterator[dict[str, Any]]:
@@ -93,6 +98,10 @@ def _connect(path: Path, timeout: float | None) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise ProtocolError(f"cannot connect to {path}: {_reason(exc)}") from None
+    why = trust.untrusted(sock, path)
+    if why is not None:  # before a byte is sent: who listens may not be crond
+        sock.close()
+        raise Untrusted(why)
     return sock
 
 
@@ -174,7 +183,8 @@ def _decode(line: bytes, path: Path) -> dict[str, Any]:
         message = None
     if not isinstance(message, dict):
         raise ProtocolError(f"the daemon at {path} answered something that is not crond's JSON")
-    return message
+    shown: dict[str, Any] = trust.shown(message)  # the one way an answer comes in
+    return shown
 
 
 def _reason(exc: OSError) -> str:

@@ -5,9 +5,10 @@ made. crond/control/server.py serves on what this makes.
 crond runs as root, so the socket is made with care (docs/operations.md, "Security"):
 
 - its directory is reached as crond/ownership.py reaches the state store's (as root,
-  every directory on the way is one only root can change), held open, and the socket is
-  created, checked and removed relative to that descriptor: no link planted on the way
-  or at the path is ever followed;
+  every directory on the way is one only root can change, and the directory itself is
+  writable by root alone, even if sticky: whoever can create names there could bind the
+  name first), held open, and the socket is created, checked and removed relative to
+  that descriptor: no link planted on the way or at the path is ever followed;
 - at the path, a socket no daemon answers on (a dead one's) is replaced; a live one, or
   anything that is not a socket (a file, a link), is refused with a message that says so;
 - it is bound under a umask that makes it no more open than 0660, then made 0660: the
@@ -44,7 +45,7 @@ def open_parent(path: Path) -> tuple[int, str]:
     with contextlib.suppress(FileExistsError, FileNotFoundError):
         parent.mkdir(mode=0o700)  # one level, as the state store's own directory
     try:
-        directory = ownership.open_directory(parent)
+        directory = ownership.open_directory(parent, alone=True)
     except OSError as exc:
         raise SocketRefused(f"control socket {path}: {exc.strerror or exc}") from None
     if len(_via(directory, name).encode()) > _UNIX_PATH_MAX:
