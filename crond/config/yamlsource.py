@@ -12,7 +12,7 @@ PyYAML's constructor. That builder:
   duplicate keys and anchors, tags other than those of plain data, merges (`<<`) of
   anything but mappings, nesting deeper than `MAX_DEPTH`, and aliases that stand for
   more than `MAX_ALIAS_NODES` nodes in all (an "alias bomb" costs nothing to write and
-  everything to expand).
+  everything to expand): the anchors and aliases are `yamlanchors`'.
 
 `parse` never raises: every problem is a `SourceProblem` with its place (YAML's own
 errors in crond's words: `yamlerrors`).
@@ -21,13 +21,14 @@ errors in crond's words: `yamlerrors`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import yaml
 
 from crond.config import yamlerrors
 from crond.config.places import DUPLICATE, Mark, Path, Source, SourceProblem
 from crond.config.wording import MAX_PROBLEMS, quote, show
+from crond.config.yamlanchors import MAX_DEPTH, TOO_DEEP, Anchor, Anchors
 from crond.config.yamlscalars import (
     MAPPING_TAGS,
     SEQUENCE_TAGS,
@@ -35,9 +36,6 @@ from crond.config.yamlscalars import (
     Scalars,
     unsupported_tag,
 )
-
-MAX_DEPTH = 64  # lists and mappings inside each other; a schedules file needs about 5
-MAX_ALIAS_NODES = 100_000  # the nodes all aliases of a file stand for, together
 
 
 def _mark(event: Any) -> Mark:
@@ -47,12 +45,6 @@ def _mark(event: Any) -> Mark:
 
 class _FirstProblem(Exception):  # noqa: N818  (a signal, not an error)
     """A pass that locates only some nodes (`keep`) met a problem: it stops there."""
-
-
-class _Anchor(NamedTuple):
-    value: Any
-    nodes: int  # how many nodes it is, counting what its own aliases stand for
-    height: int  # how many lists and mappings deep it is
 
 
 class _Builder:
@@ -65,12 +57,10 @@ class _Builder:
         self.source = source
         self.keep = keep  # see `parse`
         self.scalar = Scalars().value
-        self.anchors: dict[str, _Anchor] = {}
-        self.building: set[str] = set()  # anchors whose node is not complete yet
+        self.anchors = Anchors()
         self.depth = 0  # lists and mappings open around the current node
         self.deepest = 0  # the largest depth reached (within the current anchor)
         self.nodes = 0  # nodes built, each alias counting the nodes it stands for
-        self.by_alias = 0  # of those, the nodes aliases stood for
 
     def document(self) -> Any:
         """The first document's data; a second document is a problem."""
@@ -98,24 +88,16 @@ class _Builder:
             return self.build(event, path)
         nodes, deepest, depth = self.nodes, self.deepest, self.depth
         self.deepest = depth
-        self.building.add(anchor)
+        self.anchors.building.add(anchor)
         value = self.build(event, path)
-        self.building.discard(anchor)
         height, self.deepest = self.deepest - depth, max(deepest, self.deepest)
-        self.define(anchor, _Anchor(value, self.nodes - nodes, height), event, path)
+        self.define(anchor, Anchor(value, self.nodes - nodes, height), event, path)
         return value
 
-    def define(self, name: str, anchor: _Anchor, event: Any, path: Path) -> None:
-        first = self.anchors.get(name)
-        if first is None:
-            self.anchors[name] = anchor
-            return
-        self.problem(
-            _mark(event),
-            path,
-            f"the anchor {quote('&' + name)} is defined a second time (YAML would let the "
-            "second one silently replace the first for the aliases after it); rename one",
-        )
+    def define(self, name: str, anchor: Anchor, event: Any, path: Path) -> None:
+        problem = self.anchors.define(name, anchor)
+        if problem is not None:
+            self.problem(_mark(event), path, problem)
 
     def build(self, event: Any, path: Path) -> Any:
         self.nodes += 1
@@ -139,7 +121,7 @@ class _Builder:
         if tag not in tags:
             self.problem(_mark(event), path, unsupported_tag(tag or "", what))
         if self.depth >= MAX_DEPTH:
-            self.problem(_mark(event), path, _TOO_DEEP)
+            self.problem(_mark(event), path, TOO_DEEP)
             _skip(self.get, self.anchors)
             return None
         self.depth += 1
@@ -149,23 +131,12 @@ class _Builder:
         return value
 
     def alias(self, event: Any, path: Path) -> Any:
-        name = event.anchor or ""
-        anchor = self.anchors.get(name)
+        anchor, problem = self.anchors.stand_for(event.anchor or "", self.depth)
+        if problem is not None:
+            self.problem(_mark(event), path, problem)
         if anchor is None:
-            inside = name in self.building
-            why = "refers to the node it is in (data that contains itself)" if inside else ""
-            self.problem(_mark(event), path, f"the alias {quote('*' + name)} {why or _UNKNOWN}")
-            return None
-        if self.by_alias + anchor.nodes > MAX_ALIAS_NODES:
-            if self.by_alias <= MAX_ALIAS_NODES:  # said once: a bomb has many aliases
-                self.problem(_mark(event), path, _too_many_nodes(name))
-            self.by_alias = MAX_ALIAS_NODES + 1
-            return None
-        if self.depth + anchor.height > MAX_DEPTH:
-            self.problem(_mark(event), path, _TOO_DEEP)
             return None
         self.nodes += anchor.nodes
-        self.by_alias += anchor.nodes
         self.deepest = max(self.deepest, self.depth + anchor.height)
         return anchor.value
 
@@ -231,7 +202,7 @@ class _Builder:
             except BadScalarError as exc:  # `!!int 0x_:`
                 self.problem(_mark(event), path, *exc.args)
         if event.anchor is not None:  # `&name key:`, then `*name` elsewhere
-            self.define(event.anchor, _Anchor(key, 1, 0), event, path)
+            self.define(event.anchor, Anchor(key, 1, 0), event, path)
         return key
 
     def merged(self, event: Any, path: Path) -> list[dict[str, Any]]:
@@ -259,23 +230,10 @@ class _Builder:
             raise _FirstProblem  # a first pass stops here: the located pass says it all
 
 
-_UNKNOWN = "is not defined before it (define the anchor, `&name`, first)"
-_TOO_DEEP = (
-    f"lists and mappings nested more than {MAX_DEPTH} deep; a schedules file needs a "
-    "handful of levels: flatten the data"
-)
 _SECOND_DOCUMENT = (
     "a second YAML document starts here (after `---`); crond reads one document: put "
     "every job under the first one's `jobs:`"
 )
-
-
-def _too_many_nodes(name: str) -> str:
-    return (
-        f"with the alias {quote('*' + name)}, the file's aliases stand for more than "
-        f"{MAX_ALIAS_NODES:,} values in all (an alias bomb?); write the data out, or use "
-        "fewer or smaller aliases"
-    )
 
 
 def _bad_merge(value: Any) -> str:
@@ -327,7 +285,7 @@ def parse(text: str, keep: frozenset[str] | None = None) -> Source:
     return source
 
 
-def _skip(get: Callable[[], Any], anchors: dict[str, _Anchor]) -> None:
+def _skip(get: Callable[[], Any], anchors: Anchors) -> None:
     """Past the end of the list or mapping just started, building nothing; its anchors
     are known (as null: its problem is said already), so their aliases are not unknown."""
     open_collections = 1
@@ -340,7 +298,7 @@ def _skip(get: Callable[[], Any], anchors: dict[str, _Anchor]) -> None:
             open_collections -= 1
         anchor = getattr(event, "anchor", None)
         if anchor is not None and kind is not yaml.AliasEvent:
-            anchors.setdefault(anchor, _Anchor(None, 1, 0))
+            anchors.skipped(anchor)
 
 
 def _unreadable(text: str) -> Source:

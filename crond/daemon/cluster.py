@@ -6,11 +6,9 @@ unfinished runs of replicas silent for `replica_timeout` as lost (`job.lost`, an
 notifiers' `lost`); compare the replicas' files (`cluster.config_mismatch`, once per
 change, naming them).
 
-Once a second (`poll`, a task of the daemon): the cluster's pauses, applied here as they
-change (a pause or resume asked of any replica holds on all of them within about a
-second), and the kill requests other replicas wrote for runs (a `crond kill` asked of any
-replica stops the run where it runs). Polling, not LISTEN: nothing here depends on a
-session that a pooler or a failover could cut.
+Once a second, the cluster's pauses and kill requests: crond/daemon/polling.py, which the
+cluster makes. For the control socket: the runs going on the other replicas (`crond ps`),
+and kill requests for them (`crond kill`).
 
 Every query goes through the recorder, so the database's absence is its business (one
 `database.unavailable`, backoff) and this module just finds nothing to do meanwhile.
@@ -30,15 +28,15 @@ from structlog.typing import FilteringBoundLogger
 from crond import __version__
 from crond.clock import Clock, iso_utc
 from crond.daemon.loop import Loop
+from crond.daemon.polling import Polling
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.stores import FAILED, Failed
 from crond.run import runner
-from crond.store.base import AttemptRow, PauseRow, Replicated
+from crond.store.base import AttemptRow, Replicated
 
 if TYPE_CHECKING:
     from crond.config.loaded import LoadedConfig
 
-POLL_EVERY = timedelta(seconds=1)  # kill and pause reach every replica within two
 SKEW_LIMIT = timedelta(seconds=1)
 
 T = TypeVar("T")
@@ -58,6 +56,13 @@ def replica_name(
     the host name."""
     env = os.environ if environ is None else environ
     return flag or env.get("CROND_REPLICA") or cfg.daemon.replica or socket.gethostname()
+
+
+def logged_as(replica: str | None, cfg: LoadedConfig) -> dict[str, str]:
+    """Which replica of which cluster this is (none without a database): in the daemon's
+    `daemon.started` and in the store's events (database.*), so that a log shared by
+    replicas tells them apart."""
+    return {} if replica is None else {"replica": replica, "cluster": cfg.daemon.cluster}
 
 
 def given_problems(flag: str | None, environ: Mapping[str, str] | None = None) -> list[str]:
@@ -100,20 +105,20 @@ class Cluster:
         loop: Loop[runner.Run],
         recorder: StoreRecorder,
         on_paused: Callable[[str, bool], None] | None = None,
+        on_lost: Callable[[AttemptRow], None] | None = None,
     ) -> None:
         self.log = log
         self.clock = clock
-        self.loop = loop
         self.recorder = recorder
-        self.on_paused = on_paused  # a pause began or ended here (the metrics)
+        self.on_lost = on_lost  # told of each run closed as lost (the notifiers)
         self.replica = recorder.replica or ""
         self.timeout = timedelta(seconds=30)  # daemon.replica_timeout, set at each load
         self.digest: str | None = None  # of this replica's file
         self._skewed = False
         self._mismatch: frozenset[tuple[str, str, str]] = frozenset()
-        self._last_kill: int | None = None  # None: not polled yet
-        self._since = clock.now()  # kill requests before it are not this replica's to act on
-        self._pauses: dict[str, PauseRow] = {}  # the cluster's, as last polled
+        self.polling = Polling(
+            log=log, clock=clock, loop=loop, recorder=recorder, on_paused=on_paused
+        )  # the daemon runs its `poll_forever`
 
     def configure(self, cfg: LoadedConfig, digest: str | None) -> None:
         self.timeout = cfg.daemon.replica_timeout
@@ -158,8 +163,8 @@ class Cluster:
             "job.lost", job=row.job, run_id=row.run_id, slot=iso_utc(row.slot),
             replica=row.replica,
         )  # fmt: skip
-        if self.recorder.on_lost is not None:
-            self.recorder.on_lost(row)
+        if self.on_lost is not None:
+            self.on_lost(row)
 
     def _compare(self, replicas: list[Any], now: datetime) -> None:
         """`cluster.config_mismatch` when the live replicas do not all run this file (its
@@ -190,78 +195,12 @@ class Cluster:
             ],
         )
 
-    # --- once a second -------------------------------------------------------------------
-
-    async def poll_forever(self) -> None:
-        while True:
-            await self.clock.sleep_until(self.clock.now() + POLL_EVERY)
-            self.poll()
-
-    def poll(self) -> None:
-        """The cluster's pauses and the kill requests since the last poll, applied."""
-        if self.recorder.store is None:
-            return
-        after = self._last_kill
-        found = self.recorder.write(
-            lambda store: cast(Replicated, store).poll(after or 0)
-        )  # not forced: while the database is away, tried once per backoff
-        if found is FAILED:
-            return
-        self._sync_pauses(found.pauses)
-        for kill in found.kills:
-            # At the first poll, the requests made before this replica began are old.
-            if kill.replica != self.replica and (
-                after is not None or kill.requested >= self._since
-            ):
-                self._kill(kill.target, kill.by, kill.replica)
-        self._last_kill = max(found.last_kill, after or 0)
-
-    def _sync_pauses(self, rows: dict[str, PauseRow]) -> None:
-        """Pauses another replica set or ended: this loop holds (or frees) the job too."""
-        now = self.clock.now()
-        mine = self.loop.core.pauses.listing()
-        for name, row in rows.items():
-            ended = row.until is not None and row.until <= now
-            if ended or (name in mine and mine[name] == row.until):
-                continue
-            self.loop.pause(name, row.until)
-            self.log.warning(  # as the replica that was asked logs it
-                "job.paused", job=name, until=None if row.until is None else iso_utc(row.until),
-                note=row.note, by=_by(row.by), via="cluster",
-            )  # fmt: skip
-            self._tell(name, True)
-        for name in mine:
-            if name not in rows and name in self._pauses:
-                skipped = self.loop.resume(name)
-                if skipped is not None:
-                    by = self._resumed_by(name, self._pauses[name].since)
-                    self.log.info("job.resumed", job=name, by=by, skipped=skipped, via="cluster")
-                    self._tell(name, False)
-        self._pauses = rows
+    # --- for the control socket ----------------------------------------------------------
 
     def _open_runs(self) -> list[AttemptRow]:
         """The cluster's unfinished attempts; none known when the database did not answer."""
         runs = self._store(lambda store: store.open_runs())
         return [] if runs is FAILED else runs
-
-    def _resumed_by(self, name: str, since: datetime) -> object:
-        """Who resumed the pause of `name` that began at `since` (None: no resume kept
-        says, as for a pause cleared when it ran out)."""
-        text = self._store(lambda store: store.resumed_by(name, since))
-        return None if text is None or text is FAILED else _by(text)
-
-    def _kill(self, target: str, by: str, replica: str) -> None:
-        for run in self.loop.kill(target):
-            self.log.warning(
-                "job.kill_requested", job=run.job, run_id=run.run_id, by=_by(by),
-                via=replica,
-            )  # fmt: skip
-
-    def _tell(self, name: str, paused: bool) -> None:
-        if self.on_paused is not None:
-            self.on_paused(name, paused)
-
-    # --- for the control socket ----------------------------------------------------------
 
     def request_kill(self, target: str, by: dict[str, Any]) -> list[dict[str, Any]]:
         """Ask the other replicas to stop `target` (a job, or a run id): the runs of theirs
@@ -292,11 +231,3 @@ class Cluster:
             for r in runs
             if r.replica != self.replica
         ]
-
-
-def _by(text: str) -> object:
-    """Who asked, as the store keeps it (JSON text), for the log."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text

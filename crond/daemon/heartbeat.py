@@ -34,7 +34,9 @@ class Heartbeat:
     """What the loop's beat does (the daemon's `Effects.beat` calls `beat`), and the
     period the loop calls it at (the daemon gives the loop `period` at each load).
     `on_reopen`: called when the store opens again while jobs are scheduled (its view
-    of them is gone or old)."""
+    of them is gone or old); `on_taken`: when a replica's database answers only now, to
+    say its name is a live one's (default: raised); `cluster`: a replica's work for its
+    cluster, once a beat (crond/daemon/cluster.py)."""
 
     def __init__(
         self,
@@ -43,22 +45,23 @@ class Heartbeat:
         notifier: Systemd,
         log: FilteringBoundLogger,
         on_reopen: Callable[[], None],
+        *,
+        on_taken: Callable[[ReplicaTaken], None] | None = None,
+        cluster: Callable[[datetime], None] | None = None,
     ) -> None:
         self.loop = loop
         self.recorder = recorder
         self.notifier = notifier
         self.log = log
         self.on_reopen = on_reopen
-        # A replica whose database answered only now, to say its name is a live one's.
-        self.on_taken: Callable[[ReplicaTaken], None] = _raise
+        self.on_taken = on_taken or _raise
+        self.cluster = cluster
         self.period = timedelta(seconds=10)
         self.path: Path | None = None  # the liveness file; None: none is written
         self.jobs = 0
         self._failed = False  # the last write of the liveness file failed
         self._beat_at: float | None = None  # the monotonic clock at the last beat
         self.last_beat: datetime | None = None  # and the wall clock
-        # A replica's work for its cluster, once a beat (crond/daemon/cluster.py).
-        self.cluster: Callable[[datetime], None] | None = None
 
     def configure(
         self, cfg: LoadedConfig, *, liveness_file: Path | None, heartbeat: timedelta | None

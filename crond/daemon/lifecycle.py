@@ -33,12 +33,13 @@ from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.control.server import socket_path
 from crond.daemon import events, reaper, stores
 from crond.daemon import taken as socket_taken
-from crond.daemon.cluster import Cluster, database_url, given_problems, replica_name
+from crond.daemon.cluster import Cluster, database_url, given_problems, logged_as, replica_name
 from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Gate, Loop
 from crond.daemon.pausing import Pausing
 from crond.daemon.recorder import StoreRecorder
+from crond.daemon.serving import Serving
 from crond.daemon.signals import Signals
 from crond.daemon.spawning import Spawner
 from crond.daemon.systemd import Systemd
@@ -48,7 +49,7 @@ from crond.run import runner
 from crond.schedule.actions import Claims, Key
 from crond.schedule.rules import Decision, Entry
 from crond.store import locate
-from crond.store.base import ReplicaTaken
+from crond.store.base import AttemptRow, ReplicaTaken
 from crond.when.zones import tzdata_version
 
 
@@ -87,11 +88,11 @@ class Service:
         state_dir = locate.resolve_dir(options.state_dir, cfg.daemon.state_dir)
         url = database_url(cfg)
         replica = None if url is None else replica_name(options.replica, cfg)
-        # Which replica of which cluster this is: in daemon.started and in the store's
-        # events (database.*), so that a log shared by replicas tells them apart.
-        self.named = {} if replica is None else {"replica": replica, "cluster": cfg.daemon.cluster}
+        self.named = logged_as(replica, cfg)  # in daemon.started and the store's events
         opener = stores.chosen(cfg, state_dir, url, replica)
-        self.recorder = StoreRecorder(opener, log.bind(**self.named), clock, replica=replica)
+        self.recorder = StoreRecorder(  # told=self: see "the recorder's Told" below
+            opener, log.bind(**self.named), clock, replica=replica, told=self
+        )
         self.spawner = Spawner(
             log=log, clock=clock, recorder=self.recorder, database=url is not None, cfg=cfg
         )
@@ -101,19 +102,17 @@ class Service:
             clock=clock, log=log, effects=self, heartbeat=cfg.daemon.heartbeat
         )
         self.view = StoreView(clock=clock, loop=self.loop, recorder=self.recorder)
-        self.heartbeat = Heartbeat(self.loop, self.recorder, self.notifier, log, self._publish)
-        self.heartbeat.on_taken = self._taken
         self._status = 0  # crond run's exit status after a stop
-        self.telling = Telling(
-            log=log, clock=clock, loop=self.loop, recorder=self.recorder, heartbeat=self.heartbeat
-        )
-        self.cluster = None
-        if replica is not None:
-            self.cluster = Cluster(
-                log=log, clock=clock, loop=self.loop, recorder=self.recorder,
-                on_paused=self.telling.paused,
-            )  # fmt: skip
-            self.heartbeat.cluster = self.cluster.beat
+        self.telling = Telling(log=log, clock=clock, loop=self.loop, recorder=self.recorder)
+        self.cluster = None if replica is None else Cluster(
+            log=log, clock=clock, loop=self.loop, recorder=self.recorder,
+            on_paused=self.telling.paused, on_lost=self.telling.lost,
+        )  # fmt: skip
+        self.heartbeat = Heartbeat(
+            self.loop, self.recorder, self.notifier, log, self._publish, on_taken=self._taken,
+            cluster=None if self.cluster is None else self.cluster.beat,
+        )  # fmt: skip
+        self.serving = Serving(log=log, clock=clock, telling=self.telling, heartbeat=self.heartbeat)
         self.signals = Signals(
             path=path, log=log, notifier=self.notifier, loop=self.loop, swap=self._swap,
             on_reloaded=self.telling.reloaded,
@@ -134,14 +133,13 @@ class Service:
         self.heartbeat.configure(cfg, liveness_file=flags.liveness_file, heartbeat=flags.heartbeat)
         self.loop.heartbeat = self.heartbeat.period
         self.recorder.configure(cfg)
-        self.telling.configure(cfg, self._metrics_address(cfg))
+        metrics = flags.metrics or cfg.daemon.metrics  # HOST:PORT, or None: not served
+        self.telling.configure(cfg, metrics)
+        self.serving.configure(metrics)
         self.loop.limit(cfg.daemon.max_running)
         self.signals.configure(cfg)
         if self.cluster is not None:
             self.cluster.configure(cfg, self.digest)
-
-    def _metrics_address(self, cfg: LoadedConfig) -> str | None:
-        return self.options.metrics or cfg.daemon.metrics
 
     # --- the loop's Effects (crond/daemon/loop.py) ---------------------------------------
 
@@ -171,6 +169,14 @@ class Service:
     def moved(self, entries: list[Entry], cursors: list[Key]) -> None:
         self.view.moved(entries, cursors)
 
+    # --- the recorder's Told (crond/daemon/recorder.py) ---------------------------------
+
+    def ending(self, run: runner.Run, result: runner.RunResult, tail: Sequence[str]) -> None:
+        self.telling.ending(run, result, tail)
+
+    def lost(self, row: AttemptRow) -> None:
+        self.telling.lost(row)
+
     # --- the state store --------------------------------------------------------------
 
     def _publish(self) -> None:
@@ -185,10 +191,7 @@ class Service:
         self._status = 1
         self.loop.stop()
 
-    # --- the signals' handlers (what they do: crond/daemon/signals.py) -----------------
-
-    def _on_hup(self) -> None:
-        self.signals.hup()
+    # --- SIGHUP's reload (what the signals do: crond/daemon/signals.py) ----------------
 
     def _swap(self, new: LoadedConfig, digest: str | None) -> dict[str, Any]:
         """A reloaded file that passed, swapped in: the reload's outcome."""
@@ -204,9 +207,6 @@ class Service:
         asyncio.get_running_loop().call_soon(self._publish)
         return reloaded
 
-    def _on_stop(self, signum: int) -> None:
-        self.signals.stop(signum)
-
     # --- main -------------------------------------------------------------------------
 
     async def serve(self) -> int:
@@ -216,9 +216,9 @@ class Service:
         try:
             async with asyncio.TaskGroup() as tasks:
                 self.signals.start(tasks)
-                aio.add_signal_handler(signal.SIGHUP, self._on_hup)
+                aio.add_signal_handler(signal.SIGHUP, self.signals.hup)
                 for signum in (signal.SIGTERM, signal.SIGINT):
-                    aio.add_signal_handler(signum, self._on_stop, signum)
+                    aio.add_signal_handler(signum, self.signals.stop, signum)
                 try:
                     self.recorder.open()
                 except ReplicaTaken as exc:  # a live replica has this one's name
@@ -237,17 +237,20 @@ class Service:
                     tzdata=tzdata_version(),
                     **self.named,
                 )
-                await self.telling.start(tasks, self._metrics_address(self.cfg))
+                self.telling.start(tasks)
+                await self.serving.start(tasks)
                 self.telling.reloaded(True)
                 await self.steering.start(socket_path(self.cfg, self.options.state_dir))
                 self.notifier.ready(f"{len(self.cfg.jobs)} jobs")
                 asyncio.get_running_loop().call_soon(self._publish)  # after the first wake
-                polling = tasks.create_task(self.cluster.poll_forever()) if self.cluster else None
+                cluster = self.cluster
+                polling = tasks.create_task(cluster.polling.poll_forever()) if cluster else None
                 await self.loop.run()
                 if polling is not None:
                     polling.cancel()
                 await self.steering.aclose()
                 await self.telling.aclose()
+                await self.serving.aclose()
         finally:
             for signum in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
                 aio.remove_signal_handler(signum)

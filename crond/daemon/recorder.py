@@ -20,14 +20,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from crond.clock import Clock
 from crond.config.loaded import LoadedConfig
 from crond.config.model import Overlap, Replicas
 from crond.daemon.stores import FAILED, Opener, StoreHealth
 from crond.schedule.actions import Claims, Refusal
-from crond.store.base import Start, Store, ViewRow
+from crond.store.base import AttemptRow, Start, Store, ViewRow
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -35,9 +35,22 @@ if TYPE_CHECKING:
     from crond.run.runner import Run, RunResult
 
 
+class Told(Protocol):
+    """Who the recorder tells of runs' ends (the daemon's, to its notifiers:
+    crond/daemon/telling.py)."""
+
+    def ending(self, run: Run, result: RunResult, tail: Sequence[str]) -> None:
+        """A run's last attempt ended, its end not yet written: what this makes (the
+        notifiers' outbox) is in the store first, so no crash falls between the two."""
+
+    def lost(self, row: AttemptRow) -> None:
+        """A run a dead daemon left, just closed as lost (after its `job.lost` event)."""
+
+
 class StoreRecorder(StoreHealth):
     """The runner's Recorder backed by a Store, or by nothing when the store is off
-    (`opener` None) or broken. Use it from the event loop's thread."""
+    (`opener` None) or broken; `told` hears of runs' ends and lost runs. Use it from the
+    event loop's thread."""
 
     def __init__(
         self,
@@ -47,13 +60,13 @@ class StoreRecorder(StoreHealth):
         quiet: float = 10.0,
         *,
         replica: str | None = None,
+        told: Told | None = None,
     ) -> None:
-        super().__init__(opener, log, clock, quiet, replica=replica)
+        lost = None if told is None else told.lost
+        super().__init__(opener, log, clock, quiet, replica=replica, on_lost=lost)
         self.history: dict[str, int] = {}  # job -> attempts kept; the store's default else
         self._prepared: dict[str, int] = {}  # run id -> its first attempt's row (`prepare`)
-        # Told of a run's last attempt before its end is written: what it makes (the
-        # notifiers' outbox) is in the store first, so no crash falls between the two.
-        self.before_end: Callable[[Run, RunResult, Sequence[str]], None] | None = None
+        self.told = told
         # Jobs each replica runs (`replicas: all`): their claims are this replica's copy.
         self.each_replica: frozenset[str] = frozenset()
         # Jobs that run one at a time (`overlap: skip`): with replicas, not claimed while
@@ -150,8 +163,8 @@ class StoreRecorder(StoreHealth):
         )
 
     def finished(self, token: object, run: Run, result: RunResult, tail: Sequence[str]) -> None:
-        if self.before_end is not None and run.ends_with(result):
-            self.before_end(run, result, tail)
+        if self.told is not None and run.ends_with(result):
+            self.told.ending(run, result, tail)
         if not isinstance(token, int):
             return
         write_end = self._write_end

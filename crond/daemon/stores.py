@@ -89,6 +89,7 @@ class StoreHealth:
         quiet: float = 10.0,
         *,
         replica: str | None = None,
+        on_lost: Callable[[AttemptRow], None] | None = None,
     ) -> None:
         self.opener = opener
         # This replica's name when the store is a cluster's (daemon.database); None: the
@@ -103,7 +104,7 @@ class StoreHealth:
         self._logged_at: float | None = None
         self._opened = False  # opened once: the runs a dead daemon left are closed
         # Told of each run a dead daemon left (the notifiers' `lost`), after its event.
-        self.on_lost: Callable[[AttemptRow], None] | None = None
+        self.on_lost = on_lost
         self._down_since: float | None = None  # the database away since (monotonic)
         self._retry_at = 0.0  # the next write tried while it is away (monotonic)
         self._backoff = _BACKOFF_FIRST

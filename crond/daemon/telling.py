@@ -1,5 +1,6 @@
 """What the daemon tells, wired to its loop: notifiers and pings (crond/notify/teller.py
-and delivery.py) and metrics with /healthz (crond/notify/metrics.py and http.py).
+and delivery.py) and metrics (crond/notify/metrics.py, served with /healthz by
+crond/daemon/serving.py).
 
 `Telling` hears, through the daemon (the loop's Effects), each slot's decision and
 each run's start and end, synchronously, and it hands them on — a notification to the
@@ -13,8 +14,6 @@ docs/alerting.md is the user's side of this.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -22,9 +21,7 @@ from structlog.typing import FilteringBoundLogger
 
 from crond import __version__
 from crond.clock import Clock
-from crond.config.address import split_address
 from crond.config.loaded import LoadedConfig, LoadedJob
-from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.stores import FAILED
@@ -53,29 +50,22 @@ class Telling:
         clock: Clock,
         loop: Loop[runner.Run],
         recorder: StoreRecorder,
-        heartbeat: Heartbeat,
     ) -> None:
         self.log = log
         self.clock = clock
         self.loop = loop
         self.recorder = recorder
-        self.heartbeat = heartbeat
         self.teller: Teller | None = None
         self.delivery: Delivery | None = None
         self.metrics: Metrics | None = None
-        self.address: str | None = None  # where /metrics is served (the port bound)
-        self._server: asyncio.Server | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._sending: asyncio.Task[None] | None = None
-        self._wanted: str | None = None  # the metrics address asked for (bound or not)
-        recorder.on_lost = self.lost
-        recorder.before_end = self.ending
 
     # --- configuration ----------------------------------------------------------------
 
     def configure(self, cfg: LoadedConfig, metrics: str | None) -> None:
-        """A file just loaded: its notifiers and pings; metrics at `metrics` (HOST:PORT,
-        the flag's or the file's), or none."""
+        """A file just loaded: its notifiers and pings; metrics when they are served, at
+        `metrics` (HOST:PORT, the flag's or the file's: crond/daemon/serving.py)."""
         wants = bool(cfg.notifiers) or any(job.ping for job in cfg.jobs.values())
         if wants and self.teller is None:
             self._make_teller()
@@ -88,7 +78,7 @@ class Telling:
         if self.metrics is not None:
             self.metrics.set_jobs(cfg.jobs)
             self.metrics.set_notifiers(cfg.notifiers)  # and "ping", always
-        self._start_parts(metrics)
+        self._start_delivery()
 
     def _make_teller(self) -> None:
         from crond.notify.delivery import Delivery  # noqa: PLC0415  (only when used)
@@ -104,71 +94,25 @@ class Telling:
         if self.metrics is not None:
             self.metrics.reloaded(ok, self.clock.now().timestamp())
 
-    # --- serving ----------------------------------------------------------------------
+    # --- delivering -------------------------------------------------------------------
 
-    async def start(self, tasks: asyncio.TaskGroup, metrics: str | None) -> None:
-        """Start delivering (a task of `tasks`) and serving /metrics. A metrics address
-        that cannot be bound is logged (`metrics.failed`) and the daemon goes on."""
+    def start(self, tasks: asyncio.TaskGroup) -> None:
+        """Start delivering, in a task of `tasks` (/metrics is crond/daemon/serving.py's)."""
         self._tasks = tasks
-        self._wanted = metrics
-        self._start_parts(metrics)
-        await self._serve(metrics)
+        self._start_delivery()
 
-    def _start_parts(self, metrics: str | None) -> None:
-        """After a reload: delivery started if the file now has notifiers or pings, and
-        /metrics served where the file now says (turned on, moved, or off)."""
-        if self._tasks is None:
-            return
-        if self.delivery is not None and self._sending is None:
+    def _start_delivery(self) -> None:
+        """Also after a reload: delivery started if the file now has notifiers or pings."""
+        if self._tasks is not None and self.delivery is not None and self._sending is None:
             self._sending = self._tasks.create_task(self.delivery.run(), name="crond-delivery")
-        if metrics != self._wanted:
-            self._wanted = metrics
-            self._tasks.create_task(self._serve(metrics), name="crond-metrics-serve")
-
-    async def _serve(self, address: str | None) -> None:
-        if self._server is not None:
-            await self._close_server()
-            self.log.info("metrics.stopped", address=self.address)
-        self.address = None
-        if address is None or self.metrics is None:
-            return
-        from crond.notify import http  # noqa: PLC0415  (only when on)
-
-        host, port = split_address(address)
-        routes = {"/metrics": self.metrics.route, "/healthz": self._healthz}
-        try:
-            self._server = await http.serve(host, port, routes, log=self.log)
-        except OSError as exc:
-            self.log.error("metrics.failed", address=address, error=exc.strerror or str(exc))
-            return
-        bound = self._server.sockets[0].getsockname() if self._server.sockets else (host, port)
-        self.address = f"[{bound[0]}]:{bound[1]}" if ":" in bound[0] else f"{bound[0]}:{bound[1]}"
-        self.log.info("metrics.serving", address=self.address)  # the port bound, for `:0`
-
-    async def _close_server(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
-            self._server = None
 
     async def aclose(self) -> None:
         """At a stop: the long_running timers disarmed, what is queued tried for a few
-        seconds (the rest stays in the store), the metrics server closed."""
+        seconds (the rest stays in the store)."""
         if self.teller is not None:
             self.teller.close()
         if self.delivery is not None:
             await self.delivery.aclose(SHUTDOWN_GRACE_S)
-        await self._close_server()
-
-    def _healthz(self) -> tuple[int, str, bytes]:
-        """200 and the liveness JSON while the loop beats; 503 when it is stale."""
-        beat = self.heartbeat
-        payload = beat.payload(beat.last_beat or self.clock.now())
-        fresh = beat.fresh()
-        payload["fresh"] = fresh
-        body = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
-        return (200 if fresh else 503), "application/json", body
 
     def _live(self) -> Iterator[tuple[str, int, float | None]]:
         """Each job's running runs and next fire, read at a scrape."""

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from crond.config import yamlsource
 from crond.config.places import Mark, SourceProblem
-from crond.config.yamlsource import MAX_ALIAS_NODES, MAX_DEPTH
+from crond.config.yamlanchors import MAX_ALIAS_NODES, MAX_DEPTH
 
 
 def shape(value: Any) -> Any:

@@ -15,20 +15,21 @@ from crond.config import loader
 from crond.daemon.cluster import Cluster, given_problems, replica_name
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
-from crond.store.base import ReplicaRow
+from crond.store.base import AttemptRow, ReplicaRow
 from tests.daemon.test_loop import Events, FakeEffects
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
-def cluster() -> tuple[Cluster, Events]:
+def cluster(lost: list[AttemptRow] | None = None) -> tuple[Cluster, Events]:
     clock, events = FakeClock(T0), Events()
     log = cast(FilteringBoundLogger, events)
     loop = Loop(
         clock=clock, log=log, effects=FakeEffects(clock, []), heartbeat=timedelta(seconds=1)
     )
     recorder = StoreRecorder(None, log, clock, replica="r1")
-    c = Cluster(log=log, clock=clock, loop=loop, recorder=recorder)
+    on_lost = None if lost is None else lost.append
+    c = Cluster(log=log, clock=clock, loop=loop, recorder=recorder, on_lost=on_lost)
     c.digest = "a" * 64
     return c, events
 
@@ -81,3 +82,14 @@ def test_a_replicas_name_and_the_database_come_from_flag_environment_file_host()
         "200 printable characters, without /)"
     ]
     assert given_problems("ok", {"CROND_REPLICA": " x"}) == []  # the flag wins: env unread
+
+
+def test_a_run_closed_as_lost_is_logged_and_told_to_the_on_lost_given() -> None:
+    lost: list[AttemptRow] = []
+    c, events = cluster(lost)
+    row = AttemptRow(1, "run-1", "a", T0, 1, T0, None, None, None, None, [], "r2")
+    c._lost(row)
+    assert lost == [row]
+    assert events.named("job.lost") == [
+        {"job": "a", "run_id": "run-1", "slot": "2026-12-02T12:00:00Z", "replica": "r2"}
+    ]

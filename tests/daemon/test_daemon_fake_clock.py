@@ -82,7 +82,7 @@ async def serving(
         await log.until(lambda: bool(log.named("daemon.started")))
         yield daemon, log
     finally:
-        daemon._on_stop(signal.SIGTERM)  # as the signal would
+        daemon.signals.stop(signal.SIGTERM)  # as the signal would
         clock.advance(timedelta(minutes=1))  # the drain's timers, if any
         await asyncio.wait_for(task, 20)
 
