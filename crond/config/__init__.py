@@ -7,7 +7,8 @@ located.
 - `model`: the pydantic models, one field a line, with their checks;
 - `loaded`: what the rest of crond gets: LoadedConfig, LoadedJob;
 - `yamlsource`: the YAML reader (every node located; aliases, depth and tags bounded),
-  with `yamlscalars` (how a scalar is typed, which tags are allowed) and `yamlerrors`
+  with `yamlanchors` (anchors and what their aliases may cost), `yamlscalars` (how a
+  scalar is typed, which tags are allowed) and `yamlerrors`
   (YAML's own errors in crond's words); `places`: what it reads a file into, the data
   and where each part of it stands;
 - `problems`: located problems and crond's wording of pydantic's errors; `wording`:

@@ -12,5 +12,9 @@
 - `view`: what the store keeps of the schedule: the jobs' view, `@reboot` marks;
 - `heartbeat`: what the loop does every heartbeat: the watchdog ping, the store's
   check or reopen, the liveness file (written by `liveness`; sd_notify by `systemd`);
+- `pausing`: the pauses the control socket begins and ends (`control`: its commands);
+- `telling`: the notifiers, pings and metrics' counts; `serving`: /metrics and /healthz;
+- `cluster`: with replicas, the other replicas seen through the database (`polling`:
+  its once-a-second poll of pauses and kill requests);
 - `reaper`: orphans reaped when crond is PID 1.
 """
