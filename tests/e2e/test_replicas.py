@@ -254,7 +254,8 @@ def test_replicas_whose_files_differ_say_so(
     b = schedules(tmp_path / "b.yaml", pg_url, tick + '\nother: {every: 1h, command: "true"}')
     start_replica(group, a, "r1", tmp_path)
     start_replica(group, b, "r2", tmp_path)
-    _, said = wait_any(group, "cluster.config_mismatch", timeout=8)
+    # Two daemons' starts first: seconds each on a loaded machine.
+    _, said = wait_any(group, "cluster.config_mismatch", timeout=20)
     text = str(said)
     assert "r1" in text, said
     assert "r2" in text, said
