@@ -1,0 +1,84 @@
+"""A replica's timeout on a FakeClock: the whole daemon in this process as replica r1 of a
+real PostgreSQL database (tests/pg/), beside a replica r2 that the test plays with a store
+of its own and then leaves silent. Half a minute of cluster time takes a fraction of a
+second; tests/e2e/test_replicas*.py see the same with the real binary and real waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import cast
+
+from structlog.typing import FilteringBoundLogger
+
+from crond.clock import FakeClock
+from crond.config import loader
+from crond.daemon import lifecycle
+from crond.store.postgres import PostgresStore
+from tests.daemon.test_daemon_fake_clock import Captured, settle
+
+SECOND = timedelta(seconds=1)
+
+
+@asynccontextmanager
+async def replica(
+    tmp_path: Path, pg_url: str, clock: FakeClock
+) -> AsyncIterator[tuple[lifecycle.Service, Captured]]:
+    path = tmp_path / "schedules.yaml"
+    path.write_text(
+        "daemon:\n"
+        f"  database: {pg_url!r}\n"
+        "  heartbeat: 5s\n"
+        "  replica_timeout: 30s\n"
+        "jobs:\n"
+        "  nightly: {cron: '0 3 * * *', command: 'true'}\n"
+    )
+    cfg, digest = loader.load_file(path, strict=True)
+    log = Captured()
+    options = lifecycle.Options(replica="r1", state_dir=str(tmp_path / "state"))
+    daemon = lifecycle.Service(
+        path, cfg, options, cast(FilteringBoundLogger, log), clock, digest=digest
+    )
+    task = asyncio.create_task(daemon.serve())
+    try:
+        await log.until(lambda: bool(log.named("daemon.started")))
+        yield daemon, log
+    finally:
+        daemon.signals.stop(signal.SIGTERM)
+        clock.advance(timedelta(minutes=1))
+        await asyncio.wait_for(task, 20)
+
+
+async def test_a_replica_silent_past_replica_timeout_has_its_run_marked_lost_once(
+    tmp_path: Path, pg_url: str
+) -> None:
+    # The cluster's time is the replicas' clocks': r1's is the FakeClock, started at the
+    # database's own now so that r2's registration (the database's time) is comparable.
+    t0 = datetime.now(UTC).replace(microsecond=0)
+    clock = FakeClock(t0)
+    other = PostgresStore.open(pg_url, cluster="default", replica="r2")
+    try:
+        other.beat(t0)
+        other.start("nightly", run_id="r2-run", slot=t0 - SECOND, attempt=1, started=t0, cursor=t0)
+        async with replica(tmp_path, pg_url, clock) as (daemon, log):
+            # Within the timeout (30 s) of r2's last beat: its run is going, not lost.
+            await settle(daemon, clock, t0 + 25 * SECOND, 5 * SECOND)
+            await asyncio.sleep(0.2)  # the beats' store work, in real time
+            assert log.named("job.lost") == []
+            # Past it: r1's next beat marks the run lost, once.
+            await settle(daemon, clock, t0 + 45 * SECOND, 5 * SECOND)
+            await log.until(lambda: bool(log.named("job.lost")))
+            await settle(daemon, clock, t0 + 70 * SECOND, 5 * SECOND)
+            lost = log.named("job.lost")
+            assert [(e["job"], e["run_id"], e["replica"]) for e in lost] == [
+                ("nightly", "r2-run", "r2")
+            ]
+        rows = [r for r in other.open_runs() if r.run_id == "r2-run"]
+        assert rows == []  # closed in the store too
+    finally:
+        other.close()
