@@ -197,6 +197,8 @@ def make(cur: Any, where: str) -> None:
     """Make the tables, or upgrade them, to SCHEMA_VERSION, in the caller's transaction,
     under the migration lock (held to its end). Raises StateError for a newer schema, or
     an older one this crond cannot upgrade."""
+    # Another opener's upgrade is waited for, however slow (as pg_conn.patient).
+    cur.execute("SELECT set_config('lock_timeout', '0', true)")
     cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
     version = version_of(cur)
     if version is None:
