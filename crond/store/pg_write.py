@@ -19,12 +19,26 @@ from crond.store.base import BUSY, AttemptRow, Claim, Claimed, Start
 from crond.store.pg_cluster import CLOSE_LOST
 from crond.store.pg_conn import Connection, attempt_of, utc
 
+# A slot's claims are exclusive whatever each replica's file says of the job (a rolling
+# change of `replicas`): a `one` claim is the slot's row of copy "", which any claim of the
+# slot has. An `all` claim (copy: the replica's name) first inserts that row marked
+# `each` (its anchor) or finds it; it then claims its copy only if the row is an anchor,
+# not a `one` claim: of the replicas that race, the first to commit the row of copy ""
+# decides, and the slot runs once, or once a replica, never both. The anchor's insert is
+# a statement of its own: one that waited for a peer's commit sees the row in the next.
+_ANCHOR = """
+INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, claimed, each)
+VALUES (%(cluster)s, %(job)s, %(slot)s, '', %(replica)s, '', %(started)s, true)
+ON CONFLICT DO NOTHING
+"""
 # One claim, and the attempt it records when it wins, in one statement: the attempt's
 # insert selects from the claim's, so a claim another replica holds records nothing.
 _CLAIM = """
 WITH claim AS (
     INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, claimed)
-    VALUES (%(cluster)s, %(job)s, %(slot)s, %(copy)s, %(replica)s, %(run_id)s, %(started)s)
+    SELECT %(cluster)s, %(job)s, %(slot)s, %(copy)s, %(replica)s, %(run_id)s, %(started)s
+    WHERE %(copy)s = '' OR EXISTS (SELECT 1 FROM crond_claims WHERE cluster = %(cluster)s
+        AND job = %(job)s AND slot = %(slot)s AND copy = '' AND each)
     ON CONFLICT DO NOTHING RETURNING 1
 ), busy AS (
     SELECT %(exclusive)s AND EXISTS (SELECT 1 FROM crond_attempts WHERE cluster = %(cluster)s
@@ -224,8 +238,9 @@ class Claiming(Runs):
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
     ) -> Claimed:
-        """One wake's claims in one transaction: its starts' and its told slots' (copy "").
-        Claims are taken in the order of (job, slot, copy), whatever the order given, and
+        """One wake's claims in one transaction: its starts' and its told slots' (copy "";
+        `_ANCHOR` says how `one` and `all` claims of a slot exclude each other). Claims
+        are taken in the order of (job, slot, copy), whatever the order given, and
         the summaries and cursors after them in the order of jobs: replicas that race take
         their locks in one order, and never deadlock one another."""
         if copies is None:
@@ -243,11 +258,14 @@ class Claiming(Runs):
                 if i < 0:
                     got[-1 - i] = self._claim_told(cur, job, slot, started)
                     continue
-                cur.execute(_CLAIM, {
+                values = {
                     "cluster": self.cluster, "job": job, "slot": slot, "copy": copy,
                     "replica": self._replica, "run_id": starts[i][1], "started": started,
                     "exclusive": not copy and job in exclusive,
-                })  # fmt: skip
+                }  # fmt: skip
+                if copy:
+                    cur.execute(_ANCHOR, values)
+                cur.execute(_CLAIM, values)
                 claimed, busy, row_id = cur.fetchone()  # type: ignore[misc]
                 ids[i] = int(row_id) if row_id is not None else BUSY if claimed and busy else None
             won = sorted(

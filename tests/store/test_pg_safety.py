@@ -1,10 +1,14 @@
 """Replicas that survive grey failures, the store's side (docs/replicas.md), against a real
-server (tests/pg/): a replica frozen inside its claim transaction holding the others for a
-lock timeout only, its transaction ended by the server.
+server (tests/pg/): the claims of a slot exclusive whatever each replica's file says of
+`replicas` (a rolling change), in every order and raced; a replica frozen inside its claim
+transaction holding the others for a lock timeout only, its transaction ended by the
+server.
 """
 
 from __future__ import annotations
 
+import itertools
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,8 +17,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from crond.store import base, pg_conn
+from crond.store import base, pg_conn, schema_pg
 from crond.store.postgres import PostgresStore
+from tests.store.test_postgres import _race
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 SLOTS = [T0 + timedelta(minutes=m) for m in range(25)]
@@ -67,6 +72,85 @@ def _check_once_or_once_each(url: str, all_replicas: set[str]) -> None:
             assert set(replicas) <= all_replicas, (slot, replicas)
 
 
+# --- claims during a rolling change of `replicas` -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first_each", "then_each"), list(itertools.product([False, True], repeat=2))
+)
+def test_a_slot_claimed_one_way_is_refused_the_other_way(
+    pg_url: str, stores: list[PostgresStore], first_each: bool, then_each: bool
+) -> None:
+    one, two, _ = stores
+    assert all(isinstance(c, int) for c in _claim(one, first_each))
+    second = _claim(two, then_each)
+    if first_each and then_each:
+        assert all(isinstance(c, int) for c in second)  # each replica its own copy
+    else:
+        assert second == [None] * len(SLOTS)  # once as `one`, or once a replica: not both
+    assert _claim(one, first_each) == [None] * len(SLOTS)  # its own claim, once
+    _check_once_or_once_each(pg_url, {"r1", "r2"} if then_each else {"r1"})
+
+
+@pytest.mark.parametrize(
+    "says_all", [(True, False, False), (False, True, True), (True, False, True)]
+)
+def test_replicas_that_disagree_racing_run_each_slot_once_or_once_each(
+    pg_url: str, stores: list[PostgresStore], says_all: tuple[bool, bool, bool]
+) -> None:
+    """Three replicas claim the same 25 slots at once, in their own orders, some as `one`
+    and some as `all` (the 22 double runs of 25 this was seen to give)."""
+    orders = [SLOTS, SLOTS[::-1], SLOTS[12:] + SLOTS[:12]]
+    claims = zip(stores, says_all, orders, strict=True)
+    won = _race(*[lambda s=s, e=e, o=o: _claim(s, e, o) for s, e, o in claims])
+    assert all(isinstance(w, list) for w in won), won  # no deadlock, nothing failed
+    every = {s.replica for s, e in zip(stores, says_all, strict=True) if e}
+    _check_once_or_once_each(pg_url, every)
+    assert set(_runs_by_slot(pg_url)) == set(SLOTS)  # and every slot ran
+
+
+@pytest.mark.parametrize(("held_each", "then_each", "commit"), [
+    (True, False, True), (False, True, True), (True, True, True), (True, False, False),
+    (False, True, False),
+])  # fmt: skip
+def test_a_claim_waits_for_the_peer_claiming_the_slot_and_follows_its_outcome(
+    pg_url: str, stores: list[PostgresStore], held_each: bool, then_each: bool, commit: bool
+) -> None:
+    """A peer's claim not yet committed (its row of copy "" inserted, as its statement
+    does) is waited for: once it commits, the other way is refused; rolled back, it wins."""
+    _, two, _ = stores
+    peer = psycopg.connect(pg_url)
+    peer.execute(
+        "INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, claimed, each) "
+        "VALUES ('c', 'j', %s, '', 'r1', %s, %s, %s)",
+        (T0, "" if held_each else "r1-00", T0, held_each),
+    )
+    result: list[Any] = []
+    claiming = threading.Thread(target=lambda: result.append(_claim(two, then_each, [T0])))
+    claiming.start()
+    time.sleep(0.2)
+    assert claiming.is_alive()  # waiting for the peer's row
+    (peer.commit if commit else peer.rollback)()
+    claiming.join(5)
+    peer.close()
+    wins = not commit or (held_each and then_each)
+    assert isinstance(result[0][0], int) if wins else result == [[None]]
+
+
+def test_overlap_skip_and_replace_still_hold_across_the_two_ways(
+    stores: list[PostgresStore],
+) -> None:
+    one, two, _ = stores
+    (copy,) = one.claim_many([base.Start("j", "a", T0)], T0, copies=["r1"])
+    assert isinstance(copy, int)  # r1 runs its copy (`all`) of T0, still going
+    later = [base.Start("j", "b", SLOTS[1])]
+    assert two.claim_many(later, T0, exclusive={"j"}) == [base.BUSY]  # `one` + skip: busy
+    assert two.claim_many(later, T0, exclusive={"j"}) == [None]  # dealt with, once
+    (replacing,) = two.claim_many([base.Start("j", "c", SLOTS[2])], T0, replacing={"j"})
+    assert isinstance(replacing, int)
+    assert [k.target for k in one.poll(0).kills] == ["a"]  # r1's run asked to stop
+
+
 # --- a replica frozen inside its transaction ---------------------------------------------------
 
 
@@ -108,3 +192,29 @@ def test_the_bounds_are_each_transactions_own(stores: list[PostgresStore]) -> No
     conn = store._connection()
     assert conn.execute(settings).fetchone() == ("0", "0")  # after it: the session's own
     conn.rollback()
+
+
+# --- schema 3 upgraded -----------------------------------------------------------------------
+
+
+def test_a_schema_3_database_gets_the_late_columns_and_its_all_claims_anchored(pg_url: str) -> None:
+    with psycopg.connect(pg_url) as conn:
+        for statement in schema_pg.TABLES:
+            if statement not in schema_pg.UPGRADES[3]:
+                conn.execute(statement)
+        conn.execute("INSERT INTO crond_schema (version) VALUES (3)")
+        conn.execute(
+            "INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, claimed) "
+            "VALUES ('c', 'j', %s, 'r1', 'r1', 'x', %s), ('c', 'j', %s, 'r2', 'r2', 'y', %s), "
+            "('c', 'k', %s, '', 'r1', 'z', %s)",
+            (T0, T0, T0, T0, T0, T0),
+        )
+    store = PostgresStore.open(pg_url, cluster="c", replica="r3")
+    assert _sql(pg_url, "SELECT version FROM crond_schema") == [(4,)]
+    assert _sql(pg_url, "SELECT job, replica, each FROM crond_claims WHERE copy = '' "
+                "ORDER BY job") == [("j", "r1", True), ("k", "r1", False)]  # fmt: skip
+    assert _claim(store, False, [T0]) == [None]  # run as `all` before: not as `one` now
+    assert isinstance(_claim(store, True, [T0])[0], int)  # r3's own copy
+    (k,) = store.claim_many([base.Start("k", "k-3", T0)], T0, copies=["r3"])
+    assert k is None  # run as `one` before: not as `all` now
+    store.close()
