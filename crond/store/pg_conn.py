@@ -45,7 +45,7 @@ IDLE_TIMEOUT = 2.0
 
 ATTEMPTS = (
     "SELECT id, run_id, job, slot, attempt, started, finished, outcome, exit_code, duration_s, "
-    "output, replica FROM crond_attempts"
+    "output, replica, late_finished, late_outcome, late_exit_code FROM crond_attempts"
 )
 PAUSES = "SELECT job, since, until, note, who FROM crond_pauses WHERE cluster = %s"
 
@@ -202,7 +202,15 @@ def attempt_of(row: Sequence[Any]) -> AttemptRow:
         duration_s=row[9],
         output=json.loads(row[10]) if row[10] else [],
         replica=row[11],
+        **_late(row[12:]),
     )
+
+
+def _late(row: Sequence[Any]) -> dict[str, Any]:
+    """The late end's columns of an attempt's row, when it has them (`_CLOSED` has not)."""
+    if not row or row[0] is None:
+        return {}
+    return {"late_finished": utc(row[0]), "late_outcome": row[1], "late_exit_code": row[2]}
 
 
 def pause_of(row: Sequence[Any]) -> PauseRow:

@@ -2,7 +2,7 @@
 server (tests/pg/): the claims of a slot exclusive whatever each replica's file says of
 `replicas` (a rolling change), in every order and raced; a replica frozen inside its claim
 transaction holding the others for a lock timeout only, its transaction ended by the
-server.
+server; and the late end of a run already closed `lost` kept beside it, never over it.
 """
 
 from __future__ import annotations
@@ -192,6 +192,59 @@ def test_the_bounds_are_each_transactions_own(stores: list[PostgresStore]) -> No
     conn = store._connection()
     assert conn.execute(settings).fetchone() == ("0", "0")  # after it: the session's own
     conn.rollback()
+
+
+# --- a late end ---------------------------------------------------------------------------------
+
+
+def _lost(pg_url: str, stores: list[PostgresStore]) -> tuple[int, datetime]:
+    """r1's run of T0, closed `lost` by r2 (r1's heartbeats stopped: cut off, not dead)."""
+    one, two, _ = stores
+    (row,) = one.claim_many([base.Start("j", "run-1", T0)], T0)
+    assert isinstance(row, int)
+    _sql(
+        pg_url, "UPDATE crond_replicas SET last_beat = now() - interval '1 hour' WHERE name = 'r1'"
+    )
+    lost_at = datetime.now(UTC).replace(microsecond=0)
+    assert [r.run_id for r in two.close_dead(lost_at, timedelta(seconds=30))] == ["run-1"]
+    return row, lost_at
+
+
+def _end(store: PostgresStore, row: int, outcome: str, at: datetime) -> datetime | None:
+    code = 0 if outcome == "success" else 3
+    return store.end(row, job="j", run_id="run-1", finished=at, outcome=outcome,
+                     exit_code=code, duration_s=60.0, output=["done"])  # fmt: skip
+
+
+def test_a_late_end_is_kept_beside_lost_never_over_it(
+    pg_url: str, stores: list[PostgresStore]
+) -> None:
+    row, lost_at = _lost(pg_url, stores)
+    one, two, _ = stores
+    ended = lost_at + timedelta(minutes=5)
+    assert _end(one, row, "success", ended) == lost_at  # late: the daemon tells of it
+    for store in (one, two):
+        (a,) = store.recent("j", 10)
+        assert (a.outcome, a.finished, a.exit_code) == ("lost", lost_at, None)
+        assert (a.late_outcome, a.late_finished, a.late_exit_code) == ("success", ended, 0)
+        assert a.output == ["done"]
+    assert one.summaries()["j"].outcome == "lost"
+    assert _end(one, row, "failed", ended + timedelta(minutes=1)) == lost_at  # said again
+    (a,) = two.recent("j", 10)
+    assert (a.late_outcome, a.late_finished) == ("success", ended)  # the first end kept
+    one.finish(row, job="j", run_id="run-1", finished=ended, outcome="success", exit_code=0,
+               duration_s=1.0, output=[])  # fmt: skip
+    assert two.recent("j", 10)[0].outcome == "lost"
+
+
+def test_an_end_in_time_is_not_late(stores: list[PostgresStore]) -> None:
+    one = stores[0]
+    (row,) = one.claim_many([base.Start("j", "run-1", T0)], T0)
+    assert isinstance(row, int)
+    assert _end(one, row, "success", T0) is None
+    (a,) = one.recent("j", 10)
+    assert (a.outcome, a.late_finished, a.late_outcome) == ("success", None, None)
+    assert _end(one, 424242, "success", T0) is None  # not there: nothing
 
 
 # --- schema 3 upgraded -----------------------------------------------------------------------
