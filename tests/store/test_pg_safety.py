@@ -8,6 +8,7 @@ server; and the late end of a run already closed `lost` kept beside it, never ov
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from crond.clock import iso_utc
+from crond.status_text import format_history, format_history_json
 from crond.store import base, pg_conn, schema_pg
 from crond.store.postgres import PostgresStore
 from tests.store.test_postgres import _race
@@ -229,6 +232,14 @@ def test_a_late_end_is_kept_beside_lost_never_over_it(
         assert (a.late_outcome, a.late_finished, a.late_exit_code) == ("success", ended, 0)
         assert a.output == ["done"]
     assert one.summaries()["j"].outcome == "lost"
+    reader = PostgresStore.reader(pg_url, cluster="c")  # `crond history`
+    (a,) = reader.recent("j", 10)
+    reader.close()
+    assert "  lost  exit -  " in format_history([a])
+    assert f"(ended late: success exit 0 at {iso_utc(ended)[:19]}Z)" in format_history([a])
+    assert json.loads(format_history_json([a]))["late_end"] == {
+        "finished": iso_utc(ended), "outcome": "success", "exit_code": 0,
+    }  # fmt: skip
     assert _end(one, row, "failed", ended + timedelta(minutes=1)) == lost_at  # said again
     (a,) = two.recent("j", 10)
     assert (a.late_outcome, a.late_finished) == ("success", ended)  # the first end kept
