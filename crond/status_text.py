@@ -198,10 +198,18 @@ def format_history(attempts: Sequence[AttemptRow]) -> str:
         out.append(
             f"{_when(a.started)}  {a.job}  {a.run_id}  attempt {a.attempt}  "
             f"slot {iso_utc(a.slot)}  {a.outcome or 'running'}  exit {exit_code}  "
-            f"{_seconds(a.duration_s)}{ran_by}"
+            f"{_seconds(a.duration_s)}{ran_by}{_late_end(a)}"
         )
         out.extend(f"    | {line}" for line in a.output)
     return "\n".join(out)
+
+
+def _late_end(a: AttemptRow) -> str:
+    """Beside `lost`, the end its cut-off replica recorded later (docs/replicas.md)."""
+    if a.late_finished is None:
+        return ""
+    code = "" if a.late_exit_code is None else f" exit {a.late_exit_code}"
+    return f"  (ended late: {a.late_outcome}{code} at {_when(a.late_finished)})"
 
 
 def output_heading(a: AttemptRow) -> str:
@@ -234,18 +242,29 @@ def format_history_json(attempts: Sequence[AttemptRow]) -> str:
 
 def _attempt_dict(a: AttemptRow) -> dict[str, Any]:
     """`replica` only for a cluster's attempt (a lone daemon's have none)."""
-    return {
-        "job": a.job,
-        "run_id": a.run_id,
-        "slot": iso_utc(a.slot),
-        "attempt": a.attempt,
-        "started": iso_utc(a.started),
-        "finished": None if a.finished is None else iso_utc(a.finished),
-        "outcome": a.outcome,
-        "exit_code": a.exit_code,
-        "duration_s": a.duration_s,
-        "output": a.output,
-    } | ({} if a.replica is None else {"replica": a.replica})
+    return (
+        {
+            "job": a.job,
+            "run_id": a.run_id,
+            "slot": iso_utc(a.slot),
+            "attempt": a.attempt,
+            "started": iso_utc(a.started),
+            "finished": None if a.finished is None else iso_utc(a.finished),
+            "outcome": a.outcome,
+            "exit_code": a.exit_code,
+            "duration_s": a.duration_s,
+            "output": a.output,
+        }
+        | ({} if a.replica is None else {"replica": a.replica})
+        | _late_end_json(a)
+    )
+
+
+def _late_end_json(a: AttemptRow) -> dict[str, Any]:
+    if a.late_finished is None:
+        return {}
+    late = {"finished": iso_utc(a.late_finished), "outcome": a.late_outcome}
+    return {"late_end": late | {"exit_code": a.late_exit_code}}
 
 
 def format_status_json(

@@ -185,7 +185,28 @@ class RunRecords(Protocol):
         keep: int | None = None,
     ) -> None:
         """Close an attempt (a token that is not there any more is ignored) and keep the
-        job's newest `keep` attempts (default: the store's)."""
+        job's newest `keep` attempts (default: the store's). An attempt already closed
+        `lost` stays so: `end` says when."""
+        ...
+
+    def end(
+        self,
+        row_id: int,
+        *,
+        job: str,
+        run_id: str | None = None,
+        finished: datetime,
+        outcome: str,
+        exit_code: int | None,
+        duration_s: float,
+        output: Sequence[str],
+        keep: int | None = None,
+    ) -> datetime | None:
+        """`finish`, saying whether the end was late: None, but for an attempt another
+        replica had already closed as `lost` (its replica was cut off, not dead): then its
+        end is kept beside `lost` (AttemptRow.late_*), never over it, and the instant it
+        was closed `lost` is returned, for the daemon to tell of (`job.late_end`). A
+        store of one daemon has no late end (its lost runs are a dead process's)."""
         ...
 
     def close_lost(self, now: datetime) -> list[AttemptRow]:

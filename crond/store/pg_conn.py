@@ -3,10 +3,13 @@ and every call one short transaction with its own statement timeout; every psyco
 turned into a StateError with nothing of the URL that could be a secret.
 
 No session state outlives a transaction (no session or advisory lock, no temporary
-table, no prepared statement: `prepare_threshold=None`; the timeout is `SET LOCAL`'s), so
+table, no prepared statement: `prepare_threshold=None`; the timeouts are `SET LOCAL`'s), so
 every guarantee of the store holds through a transaction-pooling PgBouncer and a
-failover. Also the row decoders the other parts share. crond/store/postgres.py is the
-store; docs/state.md what it keeps.
+failover. The server bounds each transaction too, whatever its client does: a lock wait
+(LOCK_TIMEOUT) and a transaction left idle (IDLE_TIMEOUT: a replica frozen inside one,
+whose locks would hold the others) end it. Also the row decoders the other parts share.
+crond/store/postgres.py is the store; docs/state.md what it keeps, docs/replicas.md the
+bounds.
 """
 
 from __future__ import annotations
@@ -31,9 +34,18 @@ T = TypeVar("T")
 # The longest a message quoted from the server or libpq may be in a StateError.
 _MAX_MESSAGE = 300
 
+# Server-side bounds of every transaction (docs/replicas.md), set with the statement
+# timeout. A lock wait: longer than a peer's claim transaction ever takes (milliseconds),
+# short enough that a claim blocked by a frozen peer is refused (`database`, retried) well
+# within the daemon's two seconds. Idle inside a transaction: a client never is but
+# between its own statements (milliseconds), so only a stalled process (a GC pause,
+# SIGSTOP) is; the server then ends its session and the locks it held go.
+LOCK_TIMEOUT = 0.5
+IDLE_TIMEOUT = 2.0
+
 ATTEMPTS = (
     "SELECT id, run_id, job, slot, attempt, started, finished, outcome, exit_code, duration_s, "
-    "output, replica FROM crond_attempts"
+    "output, replica, late_finished, late_outcome, late_exit_code FROM crond_attempts"
 )
 PAUSES = "SELECT job, since, until, note, who FROM crond_pauses WHERE cluster = %s"
 
@@ -52,6 +64,8 @@ class Connection:
         self._read_only = read_only
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
+        self.lock_timeout = min(LOCK_TIMEOUT, timeout)
+        self.idle_timeout = IDLE_TIMEOUT
 
     @property
     def location(self) -> str:
@@ -99,11 +113,15 @@ class Connection:
         conn = self._connection()
         try:
             with conn.cursor() as cur:
-                # SET LOCAL's: it ends with the transaction, as a pooled server needs.
+                # SET LOCAL's: they end with the transaction, as a pooled server needs (the
+                # idle timeout too: the server reads it whenever the session goes idle).
                 cur.execute(
-                    "SELECT set_config('statement_timeout', %s, true)",
-                    (str(round(self.timeout * 1000)),),
-                )
+                    "SELECT set_config('statement_timeout', %s, true), "
+                    "set_config('lock_timeout', %s, true), "
+                    "set_config('idle_in_transaction_session_timeout', %s, true)",
+                    [str(round(s * 1000)) for s in (self.timeout, self.lock_timeout,
+                                                     self.idle_timeout)],
+                )  # fmt: skip
                 yield cur
             conn.commit()
         except BaseException as exc:
@@ -152,6 +170,13 @@ class Connection:
             )
 
 
+def patient(cur: psycopg.Cursor[Any]) -> None:
+    """For the rest of the transaction, a lock wait is bounded by the statement timeout
+    only, not LOCK_TIMEOUT: the waits for a peer's long but live work (a schema upgrade,
+    a view published), never a claim's."""
+    cur.execute("SELECT set_config('lock_timeout', '0', true)")
+
+
 def utc(at: datetime) -> datetime:
     """A timestamptz as read (in the session's zone, whatever the server's) in UTC."""
     return at.astimezone(UTC)
@@ -177,7 +202,15 @@ def attempt_of(row: Sequence[Any]) -> AttemptRow:
         duration_s=row[9],
         output=json.loads(row[10]) if row[10] else [],
         replica=row[11],
+        **_late(row[12:]),
     )
+
+
+def _late(row: Sequence[Any]) -> dict[str, Any]:
+    """The late end's columns of an attempt's row, when it has them (`_CLOSED` has not)."""
+    if not row or row[0] is None:
+        return {}
+    return {"late_finished": utc(row[0]), "late_outcome": row[1], "late_exit_code": row[2]}
 
 
 def pause_of(row: Sequence[Any]) -> PauseRow:

@@ -19,12 +19,26 @@ from crond.store.base import BUSY, AttemptRow, Claim, Claimed, Start
 from crond.store.pg_cluster import CLOSE_LOST
 from crond.store.pg_conn import Connection, attempt_of, utc
 
+# A slot's claims are exclusive whatever each replica's file says of the job (a rolling
+# change of `replicas`): a `one` claim is the slot's row of copy "", which any claim of the
+# slot has. An `all` claim (copy: the replica's name) first inserts that row marked
+# `each` (its anchor) or finds it; it then claims its copy only if the row is an anchor,
+# not a `one` claim: of the replicas that race, the first to commit the row of copy ""
+# decides, and the slot runs once, or once a replica, never both. The anchor's insert is
+# a statement of its own: one that waited for a peer's commit sees the row in the next.
+_ANCHOR = """
+INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, claimed, each)
+VALUES (%(cluster)s, %(job)s, %(slot)s, '', %(replica)s, '', %(started)s, true)
+ON CONFLICT DO NOTHING
+"""
 # One claim, and the attempt it records when it wins, in one statement: the attempt's
 # insert selects from the claim's, so a claim another replica holds records nothing.
 _CLAIM = """
 WITH claim AS (
     INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, claimed)
-    VALUES (%(cluster)s, %(job)s, %(slot)s, %(copy)s, %(replica)s, %(run_id)s, %(started)s)
+    SELECT %(cluster)s, %(job)s, %(slot)s, %(copy)s, %(replica)s, %(run_id)s, %(started)s
+    WHERE %(copy)s = '' OR EXISTS (SELECT 1 FROM crond_claims WHERE cluster = %(cluster)s
+        AND job = %(job)s AND slot = %(slot)s AND copy = '' AND each)
     ON CONFLICT DO NOTHING RETURNING 1
 ), busy AS (
     SELECT %(exclusive)s AND EXISTS (SELECT 1 FROM crond_attempts WHERE cluster = %(cluster)s
@@ -43,6 +57,27 @@ _REPLACE = """
 INSERT INTO crond_kills (cluster, target, who, replica, requested)
 SELECT cluster, run_id, %s, %s, %s FROM crond_attempts
 WHERE cluster = %s AND job = %s AND finished IS NULL AND replica <> %s
+"""
+# An attempt's end; but of one another replica closed `lost` (its replica cut off from
+# the database, not dead), `lost` is kept and the end written beside it (the first end
+# only). A SET's expressions see the row as it was; and as the row a concurrent close
+# left, if one did (the update is then evaluated again on it): `lost` is never overwritten.
+_FINISH = """
+UPDATE crond_attempts SET
+    finished = CASE WHEN outcome = 'lost' THEN finished ELSE %(finished)s END,
+    outcome = CASE WHEN outcome = 'lost' THEN outcome ELSE %(outcome)s END,
+    exit_code = CASE WHEN outcome = 'lost' THEN exit_code ELSE %(exit_code)s END,
+    duration_s = CASE WHEN outcome = 'lost' THEN duration_s ELSE %(duration_s)s END,
+    output = CASE WHEN outcome = 'lost' THEN coalesce(output, %(output)s) ELSE %(output)s END,
+    late_finished = CASE WHEN outcome = 'lost' THEN coalesce(late_finished, %(finished)s)
+        ELSE late_finished END,
+    late_outcome = CASE WHEN outcome = 'lost' THEN coalesce(late_outcome, %(outcome)s)
+        ELSE late_outcome END,
+    late_exit_code = CASE WHEN outcome = 'lost' AND late_finished IS NULL THEN %(exit_code)s
+        ELSE late_exit_code END
+WHERE id = %(id)s AND cluster = %(cluster)s AND run_id = coalesce(%(run_id)s, run_id)
+    AND job = %(job)s
+RETURNING run_id, started, outcome = 'lost' AND late_finished IS NOT NULL, finished
 """
 _SUMMARY_STARTED = """
 INSERT INTO crond_summary (cluster, job, last_id, run_id, slot, attempt, started, replica)
@@ -103,18 +138,43 @@ class Runs(Connection):
         output: Sequence[str],
         keep: int | None = None,
     ) -> None:
+        self.end(
+            row_id,
+            job=job,
+            run_id=run_id,
+            finished=finished,
+            outcome=outcome,
+            exit_code=exit_code,
+            duration_s=duration_s,
+            output=output,
+            keep=keep,
+        )
+
+    def end(
+        self,
+        row_id: int,
+        *,
+        job: str,
+        run_id: str | None = None,
+        finished: datetime,
+        outcome: str,
+        exit_code: int | None,
+        duration_s: float,
+        output: Sequence[str],
+        keep: int | None = None,
+    ) -> datetime | None:
         with self._transaction() as cur:
-            cur.execute(
-                "UPDATE crond_attempts SET finished = %s, outcome = %s, exit_code = %s, "
-                "duration_s = %s, output = %s WHERE id = %s AND cluster = %s "
-                "AND run_id = coalesce(%s, run_id) AND job = %s RETURNING run_id, started",
-                (finished, outcome, exit_code, duration_s, json.dumps(list(output)), row_id,
-                 self.cluster, run_id, job),
-            )  # fmt: skip
+            cur.execute(_FINISH, {
+                "finished": finished, "outcome": outcome, "exit_code": exit_code,
+                "duration_s": duration_s, "output": json.dumps(list(output)), "id": row_id,
+                "cluster": self.cluster, "run_id": run_id, "job": job,
+            })  # fmt: skip
             row = cur.fetchone()
             if row is None:
-                return  # not there (pruned, or another database's row): nothing to close
-            self._summary_finished(cur, row_id, job, row, finished, outcome, exit_code,
+                return None  # not there (pruned, or another database's row): nothing to close
+            if row[2]:
+                return utc(row[3])  # closed `lost` before: kept so, the end beside it
+            self._summary_finished(cur, row_id, job, row[:2], finished, outcome, exit_code,
                                    duration_s)  # fmt: skip
             cur.execute(
                 "DELETE FROM crond_attempts WHERE cluster = %s AND job = %s "
@@ -122,6 +182,7 @@ class Runs(Connection):
                 "WHERE cluster = %s AND job = %s ORDER BY id DESC LIMIT 1 OFFSET %s)",
                 (self.cluster, job, self.cluster, job, self.history if keep is None else keep),
             )
+        return None
 
     def close_lost(self, now: datetime) -> list[AttemptRow]:
         """The open attempts of this replica's name, left by its previous process."""
@@ -224,8 +285,9 @@ class Claiming(Runs):
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
     ) -> Claimed:
-        """One wake's claims in one transaction: its starts' and its told slots' (copy "").
-        Claims are taken in the order of (job, slot, copy), whatever the order given, and
+        """One wake's claims in one transaction: its starts' and its told slots' (copy "";
+        `_ANCHOR` says how `one` and `all` claims of a slot exclude each other). Claims
+        are taken in the order of (job, slot, copy), whatever the order given, and
         the summaries and cursors after them in the order of jobs: replicas that race take
         their locks in one order, and never deadlock one another."""
         if copies is None:
@@ -243,11 +305,14 @@ class Claiming(Runs):
                 if i < 0:
                     got[-1 - i] = self._claim_told(cur, job, slot, started)
                     continue
-                cur.execute(_CLAIM, {
+                values = {
                     "cluster": self.cluster, "job": job, "slot": slot, "copy": copy,
                     "replica": self._replica, "run_id": starts[i][1], "started": started,
                     "exclusive": not copy and job in exclusive,
-                })  # fmt: skip
+                }  # fmt: skip
+                if copy:
+                    cur.execute(_ANCHOR, values)
+                cur.execute(_CLAIM, values)
                 claimed, busy, row_id = cur.fetchone()  # type: ignore[misc]
                 ids[i] = int(row_id) if row_id is not None else BUSY if claimed and busy else None
             won = sorted(

@@ -30,7 +30,7 @@ from typing import Any
 from crond.store import schema_pg
 from crond.store.base import StateError, ViewRow
 from crond.store.pg_cluster import ClusterRows
-from crond.store.pg_conn import text
+from crond.store.pg_conn import patient, text
 from crond.store.pg_read import Reads
 from crond.store.pg_records import Outbox, Pauses
 from crond.store.pg_write import Claiming
@@ -190,6 +190,7 @@ class PostgresStore(Claiming, Pauses, Outbox, ClusterRows, Reads):
         with self._transaction() as cur:
             # Replicas publish the one view of their cluster: one at a time (a lock that
             # ends with the transaction, as a pooled server needs; it guards nothing else).
+            patient(cur)  # another replica's publish, however many rows, is waited for
             cur.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended('crond_view ' || %s, 0))",
                 (self.cluster,),

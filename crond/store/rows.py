@@ -64,6 +64,11 @@ class AttemptRow:
     duration_s: float | None
     output: list[str]
     replica: str | None = None  # the replica that ran it; None in a store of one daemon
+    # The end of an attempt already closed `lost` (its replica was cut off, not dead),
+    # kept beside `lost` (docs/replicas.md): when, how, its exit code. None: no late end.
+    late_finished: datetime | None = None
+    late_outcome: str | None = None
+    late_exit_code: int | None = None
 
 
 FAILED_OUTCOMES: tuple[str, ...] = ("failed", "timeout", "killed", "lost")

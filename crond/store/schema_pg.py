@@ -4,7 +4,8 @@ One database may hold several clusters (replicas sharing slots under one name): 
 table carries the cluster in its key, so two clusters never see each other's rows. The
 tables are prefixed `crond_` so that they can live beside an application's. The claim of
 a slot is a row of `crond_claims`, whose primary key `(cluster, job, slot, copy)` is the
-whole guard: of the replicas that insert the same key only one commits it (docs/state.md).
+whole guard: of the replicas that insert the same key only one commits it; a slot's
+`replicas: all` claims share its key of copy "" too (`each`, below: docs/state.md).
 
 The tables are made at the first open and the schema is versioned (`crond_schema`, one
 row). A later crond upgrades an older version in place under a transaction-scoped
@@ -18,7 +19,7 @@ from typing import Any
 
 from crond.store.base import StateError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Kill requests (`crond kill` reaching every replica): new in schema 2.
 _KILLS = (
     """CREATE TABLE IF NOT EXISTS crond_kills (
@@ -44,8 +45,25 @@ _RESUMES = (
         PRIMARY KEY (cluster, job)
     )""",
 )
+# New in schema 4 (docs/replicas.md). The end of an attempt already closed `lost`, kept
+# beside it. And the claims of a slot whatever each replica's file says of the job: a
+# `replicas: all` claim first inserts (or finds) its slot's row of copy "" marked `each`
+# (no run of its own: the anchor), so a `one` claim (copy "") of the slot conflicts with
+# it, and an `all` claim with a `one` claim: a slot runs once, or once a replica, never
+# both. The anchors of the `all` claims made before are added.
+_LATE_AND_EACH = (
+    """ALTER TABLE crond_attempts ADD COLUMN IF NOT EXISTS late_finished timestamptz,
+        ADD COLUMN IF NOT EXISTS late_outcome text,
+        ADD COLUMN IF NOT EXISTS late_exit_code integer""",
+    "ALTER TABLE crond_claims ADD COLUMN IF NOT EXISTS each boolean NOT NULL DEFAULT false",
+    """INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, claimed, each)
+        SELECT DISTINCT ON (cluster, job, slot) cluster, job, slot, '', replica, '',
+            claimed, true
+        FROM crond_claims WHERE copy <> '' ORDER BY cluster, job, slot, claimed
+        ON CONFLICT DO NOTHING""",
+)
 # version -> the statements that bring it to version + 1.
-UPGRADES: dict[int, tuple[str, ...]] = {1: _KILLS, 2: _RESUMES}
+UPGRADES: dict[int, tuple[str, ...]] = {1: _KILLS, 2: _RESUMES, 3: _LATE_AND_EACH}
 # The transaction-scoped advisory lock the creation and upgrades run under (any constant
 # of our own: "crond" in ASCII). Only the migration takes it; claims never do.
 MIGRATION_LOCK = 0x63726F6E64
@@ -174,6 +192,7 @@ TABLES = (
     )""",
     *_KILLS,
     *_RESUMES,
+    *_LATE_AND_EACH,
 )
 
 
@@ -197,6 +216,8 @@ def make(cur: Any, where: str) -> None:
     """Make the tables, or upgrade them, to SCHEMA_VERSION, in the caller's transaction,
     under the migration lock (held to its end). Raises StateError for a newer schema, or
     an older one this crond cannot upgrade."""
+    # Another opener's upgrade is waited for, however slow (as pg_conn.patient).
+    cur.execute("SELECT set_config('lock_timeout', '0', true)")
     cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
     version = version_of(cur)
     if version is None:

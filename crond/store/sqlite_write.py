@@ -134,6 +134,33 @@ class Runs(Writes):
                 (job, job, self.history if keep is None else keep),
             )
 
+    def end(
+        self,
+        row_id: int,
+        *,
+        job: str,
+        run_id: str | None = None,
+        finished: datetime,
+        outcome: str,
+        exit_code: int | None,
+        duration_s: float,
+        output: Sequence[str],
+        keep: int | None = None,
+    ) -> datetime | None:
+        """`finish`: a lone daemon's lost attempts are a dead process's, never ended late."""
+        self.finish(
+            row_id,
+            job=job,
+            run_id=run_id,
+            finished=finished,
+            outcome=outcome,
+            exit_code=exit_code,
+            duration_s=duration_s,
+            output=output,
+            keep=keep,
+        )
+        return None
+
     def close_lost(self, now: datetime) -> list[AttemptRow]:
         with self._transaction() as db:
             rows = db.execute(ATTEMPTS + " WHERE finished IS NULL ORDER BY id").fetchall()

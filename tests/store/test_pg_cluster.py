@@ -287,7 +287,7 @@ def test_an_older_database_is_upgraded_to_keep_kills_and_resumes(pg_url: str, ve
     assert "crond_resumes" not in _tables(pg_url)
     assert ("crond_kills" in _tables(pg_url)) == (version == 2)
     store = PostgresStore.open(pg_url, cluster="c", replica="r1")
-    assert _sql(pg_url, "SELECT version FROM crond_schema") == [(3,)]
+    assert _sql(pg_url, "SELECT version FROM crond_schema") == [(schema_pg.SCHEMA_VERSION,)]
     assert store.get_meta("kept") == "yes"
     kill = store.request_kill("a", ALICE, T0)
     assert [k.id for k in store.poll(0).kills] == [kill]

@@ -808,6 +808,15 @@ class _MemoryStore:
         self._check()
         self.rows[row_id] = (job, self.rows[row_id][1], outcome)
 
+    def end(
+        self, row_id: int, *, job: str, run_id: str | None = None, finished: datetime,
+        outcome: str, exit_code: int | None, duration_s: float, output: Sequence[str],
+        keep: int | None = None,
+    ) -> datetime | None:  # fmt: skip
+        self.finish(row_id, job=job, finished=finished, outcome=outcome, exit_code=exit_code,
+                    duration_s=duration_s, output=output)  # fmt: skip
+        return None
+
     def close_lost(self, now: datetime) -> list[base.AttemptRow]:
         self._check()
         return self.lost
