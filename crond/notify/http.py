@@ -180,6 +180,9 @@ class _Handler:
                     for start in range(0, len(view), CHUNK):
                         writer.write(view[start : start + CHUNK])
                         await writer.drain()
+                    # drain() returns without a turn of the loop while the client keeps
+                    # up: a turn between two parts, or a 22 MB page goes out in one go.
+                    await asyncio.sleep(0)
                 writer.close()
                 await writer.wait_closed()
         except (TimeoutError, OSError):
