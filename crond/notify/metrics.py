@@ -92,7 +92,7 @@ class Metrics:
         self._clock: Clock = clock or SystemClock()  # its monotonic seconds: route()'s reuse
         self._live = live
         self._reuse_s = reuse_s
-        self._page: tuple[float, list[bytes]] | None = None  # (monotonic time, page) of route()
+        self._page: tuple[float, list[bytes]] | None = None  # (made, monotonic; page)
         self._rendering: asyncio.Future[list[bytes]] | None = None  # route()'s render under way
         self._jobs: dict[str, JobNumbers] = {}
         self._notifications: dict[str, dict[str, int]] = {PING: dict.fromkeys(RESULTS, 0)}
@@ -163,28 +163,29 @@ class Metrics:
     # --- a scrape --------------------------------------------------------------------------
 
     def route(self) -> Answer | Awaitable[Answer]:
-        """GET /metrics, for crond.notify.http: the page begun less than `reuse_s` ago,
+        """GET /metrics, for crond.notify.http: the page made less than `reuse_s` ago,
         or one written anew in slices that let the loop run between them (page.sliced).
         Scrapes that come together (Prometheus replicas, or a client hammering the port)
         share one render: each connection would otherwise hold a page of its own (22 MB
-        for 10,000 jobs) while it is sent."""
+        for 10,000 jobs) while it is sent. Counted from the render's end, so a client
+        hammering the port has the daemon render at most half the time."""
         now = self._clock.monotonic()
         if self._page is not None and 0 <= now - self._page[0] < self._reuse_s:
             return 200, CONTENT_TYPE_LATEST, self._page[1]
         if self._rendering is None:
-            self._rendering = asyncio.ensure_future(self._render(now))
+            self._rendering = asyncio.ensure_future(self._render())
         return self._rendered(self._rendering)
 
     async def _rendered(self, rendering: asyncio.Future[list[bytes]]) -> Answer:
         # Shielded: a scrape that hangs up does not stop the render the others wait on.
         return 200, CONTENT_TYPE_LATEST, await asyncio.shield(rendering)
 
-    async def _render(self, began: float) -> list[bytes]:
+    async def _render(self) -> list[bytes]:
         try:
             parts = await page.sliced(self._reading())
         finally:
             self._rendering = None
-        self._page = (began, parts)
+        self._page = (self._clock.monotonic(), parts)
         return parts
 
     def render(self) -> bytes:

@@ -4,13 +4,11 @@ numbers (Metrics is also a Collector)."""
 
 from __future__ import annotations
 
-import asyncio
 import math
-import time
 from collections.abc import Iterable
 
 import pytest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
@@ -337,72 +335,3 @@ def test_large_values_and_odd_inputs_keep_the_page_valid() -> None:
     assert bucket(found, 0.1, job("alpha")) == 4  # negative and NaN count as 0 s
     assert found[("crond_job_duration_seconds_sum", job("alpha"))] == 0
     assert found[("crond_start_lag_seconds_sum", ())] == 0
-
-
-async def scrape(metrics: Metrics) -> bytes:
-    """What crond.notify.http sends as the body of GET /metrics."""
-    answer = metrics.route()
-    status, content_type, body = answer if isinstance(answer, tuple) else await answer
-    assert (status, content_type) == (200, CONTENT_TYPE_LATEST)
-    return body if isinstance(body, bytes) else b"".join(body)
-
-
-async def test_route() -> None:
-    metrics = make("alpha")
-    assert await scrape(metrics) == metrics.render()
-
-
-async def test_route_reuses_a_page_begun_moments_ago() -> None:
-    live = Live()
-    reusing = Metrics("1", live, reuse_s=60)
-    fresh = Metrics("1", live, reuse_s=0)
-    for metrics in (reusing, fresh):
-        metrics.set_jobs(config("alpha").jobs)
-        await scrape(metrics)
-        metrics.missed("alpha", 1)
-    assert isinstance(reusing.route(), tuple)  # at once, without a render
-    assert b'crond_job_missed_total{job_name="alpha"} 0.0' in await scrape(reusing)
-    assert b'crond_job_missed_total{job_name="alpha"} 1.0' in await scrape(fresh)
-    assert b'crond_job_missed_total{job_name="alpha"} 1.0' in reusing.render()
-
-
-def many(count: int) -> Metrics:
-    names = [f"nightly-job-{i:05d}" for i in range(count)]
-    live = [(name, i % 2, 1_780_000_000.0 + 60 * i) for i, name in enumerate(names)]
-    metrics = Metrics("1", lambda: live, reuse_s=0)
-    one = config("j").jobs["j"]
-    metrics.set_jobs(dict.fromkeys(names, one))
-    for i, name in enumerate(names):
-        metrics.run_finished(name, OUTCOMES[i % 4], 0.3 * (i % 9), 1_780_000_000.0 + i)
-    return metrics
-
-
-async def test_a_big_scrape_lets_the_loop_run_and_scrapes_together_share_it() -> None:
-    """10,000 jobs: ~0.3 s of work, written in slices; a ticker that wants the loop
-    every millisecond is never kept waiting for more than a few slices."""
-    metrics = many(10_000)
-    gaps: list[float] = []
-    done = asyncio.Event()
-
-    async def tick() -> None:
-        last = time.perf_counter()
-        while not done.is_set():
-            await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0.01)
-    first, second = metrics.route(), metrics.route()  # together: one render
-    assert not isinstance(first, tuple)
-    assert not isinstance(second, tuple)
-    answers = await asyncio.gather(first, second)
-    done.set()
-    await ticker
-    assert max(gaps) < 0.05, f"the loop waited {max(gaps) * 1000:.0f} ms"
-    body = answers[0][2]
-    assert body is answers[1][2]
-    assert isinstance(body, list)
-    assert len(body) > 10  # it was sliced
-    assert b"".join(body) == metrics.render()
