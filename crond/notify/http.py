@@ -18,8 +18,10 @@ be reachable by anyone on the network:
   is cut off);
 - at most `max_connections` (64) are served at once. A connection that comes when all
   are taken drops the oldest one still sending its head, so idle or dripping clients,
-  however many, cannot keep a probe out; when every one has sent its head (answers
-  being written, bounded as above), the newcomer is closed at once.
+  however many, cannot keep a probe out; failing that, the oldest whose client is not
+  taking its answer as fast as it is written (bytes wait in the transport); failing
+  that (every one is being answered at the client's pace), the newcomer is closed at
+  once.
 
 GET and HEAD of a route's path answer the route (the query string is ignored); other
 paths 404; other methods on a route's path 405; a head that is not HTTP/1.x, 400. A
@@ -94,18 +96,19 @@ class _Handler:
         self.write_timeout = write_timeout
         self.max_connections = max_connections
         self.log = log
-        self.served: set[asyncio.Task[None]] = set()  # every connection served now
+        # Every connection served now, oldest first.
+        self.served: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         # Those still reading their head, oldest first: the ones a newcomer may drop.
         self.heads: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One connection, from accept to close. Never raises."""
-        if len(self.served) >= self.max_connections and not self._drop_oldest_head():
+        if len(self.served) >= self.max_connections and not self._make_room():
             writer.close()
             return
         task = asyncio.current_task()
         assert task is not None  # a connection is served in a task of its own
-        self.served.add(task)
+        self.served[task] = writer
         self.heads[task] = writer
         try:
             answer = await self._answer(reader, task)
@@ -119,18 +122,24 @@ class _Handler:
             if self.log is not None:
                 self.log.warning("http.connection_failed", error=type(exc).__name__)
         finally:
-            self.served.discard(task)
+            self.served.pop(task, None)
             self.heads.pop(task, None)
             writer.close()  # a no-op once closed
 
-    def _drop_oldest_head(self) -> bool:
-        """Make room: the oldest connection still reading its head is cut off (it would
-        be at its deadline anyway). False when every connection has sent its head."""
-        if not self.heads:
-            return False
-        task, writer = next(iter(self.heads.items()))
-        del self.heads[task]
-        self.served.discard(task)
+    def _make_room(self) -> bool:
+        """Cut off the oldest connection still reading its head (it would be at its
+        deadline anyway), else the oldest whose client lags behind its answer. False
+        when there is none of either."""
+        if self.heads:
+            task = next(iter(self.heads))
+        else:
+            lagging = (t for t, w in self.served.items() if w.transport.get_write_buffer_size())
+            found = next(lagging, None)
+            if found is None:
+                return False
+            task = found
+        writer = self.served.pop(task)
+        self.heads.pop(task, None)
         writer.transport.abort()
         task.cancel()
         return True

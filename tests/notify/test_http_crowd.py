@@ -1,6 +1,7 @@
 """crond.notify.http when all its connections are taken: a newcomer drops the oldest
-connection still sending its head, never one whose request is being answered. Real
-server, real sockets, clients that hold connections on purpose."""
+connection still sending its head, else the oldest whose client does not take its
+answer, never one answered at its client's pace. Real server, real sockets, clients
+that hold connections on purpose."""
 
 from __future__ import annotations
 
@@ -63,3 +64,27 @@ async def test_connections_that_sent_their_head_are_never_dropped() -> None:
         release.set()
         answers = await asyncio.gather(*waiting)
         assert [parse(raw).body for raw in answers] == [b"made\n"] * 64
+
+
+async def test_clients_that_do_not_read_their_answer_make_room_too() -> None:
+    """64 clients ask for a 16 MB page and never read it: a probe still gets in, in
+    place of the oldest of them, well before their write timeout."""
+    page = b"x" * (16 << 20)
+
+    def big() -> tuple[int, str, bytes]:
+        return 200, "text/plain", page
+
+    def probe() -> tuple[int, str, bytes]:
+        return 200, "application/json", b"{}"
+
+    async with serving({"/metrics": big, "/healthz": probe}, write_timeout=30) as served:
+        stuck = []
+        for _ in range(64):
+            reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+            writer.write(b"GET /metrics HTTP/1.1\r\n\r\n")
+            stuck.append((reader, writer))
+        for _ in range(3):
+            async with asyncio.timeout(5):
+                assert (await get(served.port, "/healthz")).status == 200
+        for _, writer in stuck:
+            writer.transport.abort()
