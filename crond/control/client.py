@@ -76,7 +76,11 @@ def request(
         try:
             sock.sendall(protocol.request_line(cmd, args))
         except OSError as exc:
-            raise ProtocolError(f"the daemon at {path} hung up ({_reason(exc)})") from None
+            said = _last_word(sock, path)  # a daemon too busy says so, then hangs up
+            if said is None:
+                raise ProtocolError(f"the daemon at {path} hung up ({_reason(exc)})") from None
+            yield said
+            return
         for message in _lines(sock, path):
             yield message
             if "ok" in message:
@@ -174,6 +178,15 @@ def _lines(sock: socket.socket, path: Path) -> Iterator[dict[str, Any]]:
         for line in whole:
             if line.strip():
                 yield _decode(line, path)
+
+
+def _last_word(sock: socket.socket, path: Path) -> dict[str, Any] | None:
+    """The final answer the daemon sent before it hung up on the request, if any."""
+    with contextlib.suppress(ClientError):
+        for message in _lines(sock, path):
+            if "ok" in message:
+                return message
+    return None
 
 
 def _decode(line: bytes, path: Path) -> dict[str, Any]:

@@ -35,7 +35,8 @@ missing or mistyped field, a line over `MAX_LINE`), `unknown_command`, `version`
 reply also has `"versions": [1]`, those the daemon speaks), `forbidden` (the caller may
 not steer this daemon), `refused` (the daemon will not: the reason), `not_found` (no
 such job or run; the error has the did-you-mean), `internal` (the daemon failed to
-answer; it logged why).
+answer; it logged why), `busy` (every connection the daemon takes at once is in use by a
+request: sent instead of serving the request, which is not read).
 
 The results (what the commands print; a field not listed is ignored, so the daemon may
 add some):
@@ -74,6 +75,7 @@ CODES = (
     "refused",
     "not_found",
     "internal",
+    "busy",
 )
 STREAMS = ("stdout", "stderr")
 MAX_LINE = 64 * 1024  # bytes of a request line, its newline included

@@ -14,7 +14,9 @@ its primary group) are served; anyone else is answered `forbidden` and logged as
 
 Everything a client can make it do is bounded: a request line of at most 64 KiB, sent
 within `read_timeout` of the connection (else closed without a word); at most
-`max_connections` at once (more are closed at once); a client that does not take its
+`max_connections` at once: a newcomer then drops the oldest connection that has not
+sent its request line (idle clients cannot lock the commands out), or, when every one
+has, is answered `busy` and closed; a client that does not take its
 replies within `write_timeout` is cut off, and the handler's next `send` raises
 `ClientGone` rather than wait. A handler that raises anything but ControlError is
 answered `internal` and logged as `control.failed`; nothing a client sends raises into
@@ -155,32 +157,54 @@ class _Doors:
         self.directory = directory
         self.name = ""
         self.tasks: set[asyncio.Task[None]] = set()
+        # Those that have not sent their request line yet, oldest first.
+        self.reading: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One connection, from accept to close. Never raises (but CancelledError)."""
-        if len(self.tasks) >= self.max_connections:
-            writer.transport.abort()
+        if len(self.tasks) >= self.max_connections and not self._drop_oldest_reading():
+            busy = f"crond is busy: all {self.max_connections} control connections are in use"
+            writer.write(protocol.encode(protocol.error("busy", busy + "; try again")))
+            writer.close()  # the line is sent, then the connection closed
             return
         task = asyncio.current_task()
         assert task is not None  # a connection is served in a task of its own
         self.tasks.add(task)
+        self.reading[task] = writer
         reply = _Reply(writer, self.write_timeout)
         try:
-            await self._serve(reader, reply)
+            await self._serve(reader, reply, task)
         except (ClientGone, asyncio.CancelledError):
-            # Cancelled: the server is closing. Ending normally rather than cancelled
-            # keeps asyncio's own callback on this task (streams.py) from raising.
+            # Cancelled: dropped for a newcomer, or the server is closing. Ending normally
+            # rather than cancelled keeps asyncio's own callback on this task (streams.py)
+            # from raising.
             pass
         except Exception as exc:  # noqa: BLE001  # a connection's trouble stays with it
             self.log.warning("control.connection_failed", error=type(exc).__name__)
         finally:
             self.tasks.discard(task)
+            self.reading.pop(task, None)
             reply.abort()
 
-    async def _serve(self, reader: asyncio.StreamReader, reply: _Reply) -> None:
+    def _drop_oldest_reading(self) -> bool:
+        """Make room: the oldest connection that has not sent its request line is cut off
+        (it would be at its deadline anyway). False when every one has sent it."""
+        if not self.reading:
+            return False
+        task, writer = next(iter(self.reading.items()))
+        del self.reading[task]
+        self.tasks.discard(task)
+        writer.transport.abort()
+        task.cancel()
+        return True
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, reply: _Reply, task: asyncio.Task[None]
+    ) -> None:
         try:
             async with asyncio.timeout(self.read_timeout):
                 line = await _read_line(reader)
+            self.reading.pop(task, None)  # its line is in: no longer the one to drop
         except TimeoutError:
             return  # a silent client: closed without a word
         except ControlError as exc:

@@ -2,7 +2,9 @@
 
 It runs on the daemon's own asyncio loop, not in a thread: a stuck loop answers no
 scrape and no probe, which is what Prometheus's `up` and a Kubernetes probe should see.
-A route is a plain function called on the loop; it answers (status, content type, body).
+A route is a function called on the loop; it answers (status, content type, body), or
+an awaitable of that (a long answer made in slices that let the loop run between them).
+A body may be a sequence of byte strings, written one after the other.
 
 One request per connection: the head (request line and headers) is read, the answer is
 written with `Connection: close`, and the connection is closed. No request body is read.
@@ -14,7 +16,12 @@ be reachable by anyone on the network:
   holds a connection that long at most);
 - the answer must be taken within `write_timeout` seconds (a client that stops reading
   is cut off);
-- at most `max_connections` (64) are served at once; more are closed at once.
+- at most `max_connections` (64) are served at once. A connection that comes when all
+  are taken drops the oldest one still sending its head, so idle or dripping clients,
+  however many, cannot keep a probe out; failing that, the oldest whose client is not
+  taking its answer as fast as it is written (bytes wait in the transport); failing
+  that (every one is being answered at the client's pace), the newcomer is closed at
+  once.
 
 GET and HEAD of a route's path answer the route (the query string is ignored); other
 paths 404; other methods on a route's path 405; a head that is not HTTP/1.x, 400. A
@@ -27,14 +34,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from http import HTTPStatus
 from urllib.parse import urlsplit
 
 from structlog.typing import FilteringBoundLogger
 
-Route = Callable[[], tuple[int, str, bytes]]
+Body = bytes | Sequence[bytes]
+Answer = tuple[int, str, Body]
+Route = Callable[[], Answer | Awaitable[Answer]]
 
 MAX_HEAD = 8192  # bytes of request line and headers
 HEAD_TIMEOUT = 5.0  # seconds from the connection to the end of the head
@@ -86,30 +96,60 @@ class _Handler:
         self.write_timeout = write_timeout
         self.max_connections = max_connections
         self.log = log
-        self.active = 0
+        # Every connection served now, oldest first.
+        self.served: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        # Those still reading their head, oldest first: the ones a newcomer may drop.
+        self.heads: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One connection, from accept to close. Never raises (but CancelledError)."""
-        if self.active >= self.max_connections:
+        """One connection, from accept to close. Never raises."""
+        if len(self.served) >= self.max_connections and not self._make_room():
             writer.close()
             return
-        self.active += 1
+        task = asyncio.current_task()
+        assert task is not None  # a connection is served in a task of its own
+        self.served[task] = writer
+        self.heads[task] = writer
         try:
-            answer = await self._answer(reader)
+            answer = await self._answer(reader, task)
             if answer is not None:
                 await self._send(writer, answer)
+        except asyncio.CancelledError:
+            # Dropped for a newcomer, or the loop is ending. Ending normally rather than
+            # cancelled keeps asyncio's own callback on this task (streams.py) from raising.
+            pass
         except Exception as exc:  # noqa: BLE001  # a connection's trouble stays with it
             if self.log is not None:
                 self.log.warning("http.connection_failed", error=type(exc).__name__)
         finally:
-            self.active -= 1
+            self.served.pop(task, None)
+            self.heads.pop(task, None)
             writer.close()  # a no-op once closed
 
-    async def _answer(self, reader: asyncio.StreamReader) -> bytes | None:
-        """The bytes to send back, or None to close without a word."""
+    def _make_room(self) -> bool:
+        """Cut off the oldest connection still reading its head (it would be at its
+        deadline anyway), else the oldest whose client lags behind its answer. False
+        when there is none of either."""
+        if self.heads:
+            task = next(iter(self.heads))
+        else:
+            lagging = (t for t, w in self.served.items() if w.transport.get_write_buffer_size())
+            found = next(lagging, None)
+            if found is None:
+                return False
+            task = found
+        writer = self.served.pop(task)
+        self.heads.pop(task, None)
+        writer.transport.abort()
+        task.cancel()
+        return True
+
+    async def _answer(self, reader: asyncio.StreamReader, task: asyncio.Task[None]) -> Body | None:
+        """What to send back, or None to close without a word."""
         try:
             async with asyncio.timeout(self.head_timeout):
                 head = await _read_head(reader)
+            self.heads.pop(task, None)  # its head is in: no longer the one to drop
             if head is None:
                 return None  # closed before a request line: nothing to answer
             method, target = _parse(head)
@@ -123,28 +163,35 @@ class _Handler:
             return _response(HTTPStatus.NOT_FOUND, b"", head_only=method == "HEAD")
         if method not in ("GET", "HEAD"):
             return _response(HTTPStatus.METHOD_NOT_ALLOWED, b"", False, [("Allow", _ALLOWED)])
-        return self._call(path, route, head_only=method == "HEAD")
+        return await self._call(path, route, head_only=method == "HEAD")
 
-    def _call(self, path: str, route: Route, head_only: bool) -> bytes:
+    async def _call(self, path: str, route: Route, head_only: bool) -> Body:
         try:
-            status, content_type, body = route()
+            answer = route()
+            if inspect.isawaitable(answer):
+                answer = await answer
+            status, content_type, body = answer
             return _response(HTTPStatus(status), body, head_only, content_type=content_type)
         except Exception as exc:  # noqa: BLE001  # a broken route is a 500, not a dead server
             if self.log is not None:
                 self.log.error("http.route_failed", path=path, error=type(exc).__name__)
             return _response(HTTPStatus.INTERNAL_SERVER_ERROR, b"", head_only)
 
-    async def _send(self, writer: asyncio.StreamWriter, data: bytes) -> None:
+    async def _send(self, writer: asyncio.StreamWriter, data: Body) -> None:
         """Write `data` and close; a client that does not take it in time (or is gone)
         is cut off."""
-        view = memoryview(data)
         try:
             async with asyncio.timeout(self.write_timeout):
                 # In pieces: the transport copies what the socket does not take at once,
                 # so a slow reader holds one piece of its own, not a copy of the page.
-                for start in range(0, len(view), CHUNK):
-                    writer.write(view[start : start + CHUNK])
-                    await writer.drain()
+                for part in [data] if isinstance(data, bytes) else data:
+                    view = memoryview(part)
+                    for start in range(0, len(view), CHUNK):
+                        writer.write(view[start : start + CHUNK])
+                        await writer.drain()
+                    # drain() returns without a turn of the loop while the client keeps
+                    # up: a turn between two parts, or a 22 MB page goes out in one go.
+                    await asyncio.sleep(0)
                 writer.close()
                 await writer.wait_closed()
         except (TimeoutError, OSError):
@@ -197,21 +244,32 @@ def _path(target: str) -> str:
 
 def _response(
     status: HTTPStatus,
-    body: bytes,
+    body: Body,
     head_only: bool,
     extra: list[tuple[str, str]] | None = None,
     content_type: str = "text/plain; charset=utf-8",
-) -> bytes:
-    if not body and status >= 400:
-        body = f"{status.value} {status.phrase}\n".encode()
-    if not isinstance(body, bytes) or "\n" in content_type or "\r" in content_type:
-        raise TypeError("a route answers (status, content type, bytes)")
+) -> Body:
+    """The head and the body: one byte string, or the head and then the body's parts."""
+    parts = [body] if isinstance(body, bytes) else list(body)
+    if not any(parts) and status >= 400:
+        parts = [f"{status.value} {status.phrase}\n".encode()]
+    if (
+        not all(isinstance(part, bytes) for part in parts)
+        or "\n" in content_type
+        or ("\r" in content_type)
+    ):
+        raise TypeError("a route answers (status, content type, bytes or a list of them)")
     headers = [
         ("Content-Type", content_type),
-        ("Content-Length", str(len(body))),
+        ("Content-Length", str(sum(len(part) for part in parts))),
         ("Cache-Control", "no-store"),
         ("Connection", "close"),
         *(extra or []),
     ]
     lines = [f"HTTP/1.1 {status.value} {status.phrase}", *(f"{k}: {v}" for k, v in headers)]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else body)
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    if head_only:
+        return head
+    if len(parts) == 1:
+        return head + parts[0]
+    return [head, *parts]

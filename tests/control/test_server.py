@@ -312,13 +312,39 @@ async def test_max_connections(sock: Path) -> None:
         while s.handler.waiting < 2 and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         assert s.handler.waiting == 2
-        with pytest.raises(client.ProtocolError, match=r"without an answer|hung up"):
-            await ask(sock, "ps")  # the third: closed at once
+        # The third: answered `busy` (both connections carry a request) and closed.
+        assert await ask(sock, "ps") == [
+            {
+                "ok": False,
+                "code": "busy",
+                "error": "crond is busy: all 2 control connections are in use; try again",
+            }
+        ]
         s.handler.release.set()
         for replies in await asyncio.gather(*held):
             assert replies == [{"ok": True, "result": {"resumed": []}}]
         (ps,) = await ask(sock, "ps")  # room again
         assert ps["ok"] is True
+
+
+async def test_a_newcomer_drops_the_oldest_connection_without_a_request(sock: Path) -> None:
+    async with serving(sock, max_connections=4, read_timeout=30) as s:
+        idle = [await asyncio.open_unix_connection(str(sock)) for _ in range(3)]
+        idle[2][1].write(b'{"v": 1, "cmd"')  # half a line
+        held = asyncio.create_task(ask(sock, "resume", {"all": True}))
+        deadline = time.monotonic() + 5
+        while s.handler.waiting < 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        for i in range(3):  # all 4 taken: each ps drops the oldest idle one, without a word
+            (ps,) = await ask(sock, "ps")
+            assert ps["ok"] is True
+            assert await asyncio.wait_for(idle[i][0].read(), 5) == b""
+            idle.append(await asyncio.open_unix_connection(str(sock)))  # all taken again
+        assert not held.done()  # the one with a request is never dropped
+        s.handler.release.set()
+        assert await held == [{"ok": True, "result": {"resumed": []}}]
+        for _, writer in idle:
+            writer.close()
 
 
 async def test_handler_raising_answers_internal_and_serving_goes_on(sock: Path) -> None:

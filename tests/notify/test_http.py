@@ -256,35 +256,6 @@ async def test_half_closed_clients() -> None:
         assert time.monotonic() - began < 5
 
 
-async def test_at_most_64_connections_at_once() -> None:
-    async with serving(head_timeout=30) as served:
-        conns = [await asyncio.open_connection("127.0.0.1", served.port) for _ in range(65)]
-
-        async def closed_soon(reader: asyncio.StreamReader) -> bool:
-            try:
-                async with asyncio.timeout(0.5):
-                    return await read_all(reader) == b""
-            except TimeoutError:
-                return False
-
-        closed = await asyncio.gather(*(closed_soon(reader) for reader, _ in conns))
-        assert closed.count(True) == 1  # the 65th (or whichever was accepted last)
-        for _, writer in conns:
-            writer.close()
-        # The slots free up as the server sees the clients go.
-        answer: list[Answer] = []
-
-        async def served_again() -> bool:
-            raw = await exchange(served.port, b"GET /metrics HTTP/1.1\r\n\r\n")
-            answer[:] = [parse(raw)] if raw else []
-            return bool(answer)
-
-        deadline = time.monotonic() + 5
-        while not await served_again():
-            assert time.monotonic() < deadline
-        assert answer[0].status == 200
-
-
 async def test_a_route_that_raises_is_a_500_and_the_server_goes_on() -> None:
     def broken() -> tuple[int, str, bytes]:
         raise RuntimeError("boom")

@@ -8,7 +8,7 @@ import math
 from collections.abc import Iterable
 
 import pytest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
@@ -335,23 +335,3 @@ def test_large_values_and_odd_inputs_keep_the_page_valid() -> None:
     assert bucket(found, 0.1, job("alpha")) == 4  # negative and NaN count as 0 s
     assert found[("crond_job_duration_seconds_sum", job("alpha"))] == 0
     assert found[("crond_start_lag_seconds_sum", ())] == 0
-
-
-def test_route() -> None:
-    metrics = make("alpha")
-    status, content_type, body = metrics.route()
-    assert (status, content_type) == (200, CONTENT_TYPE_LATEST)
-    assert body == metrics.render()
-
-
-def test_route_reuses_a_page_rendered_moments_ago() -> None:
-    live = Live()
-    reusing = Metrics("1", live, reuse_s=60)
-    fresh = Metrics("1", live, reuse_s=0)
-    for metrics in (reusing, fresh):
-        metrics.set_jobs(config("alpha").jobs)
-        metrics.route()
-        metrics.missed("alpha", 1)
-    assert b'crond_job_missed_total{job_name="alpha"} 0.0' in reusing.route()[2]
-    assert b'crond_job_missed_total{job_name="alpha"} 1.0' in fresh.route()[2]
-    assert b'crond_job_missed_total{job_name="alpha"} 1.0' in reusing.render()
