@@ -20,6 +20,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import textwrap
 import threading
 import time
@@ -483,10 +484,7 @@ class FaultSoak:
             last = time.time() - 3.0
         finally:
             self._sampling.set()
-            for replica in self.current.values():
-                with contextlib.suppress(Exception):
-                    replica.daemon.signal(signal.SIGCONT)
-                    replica.daemon.stop(timeout=20)
+            self._stop_all(deadline=time.monotonic() + 10)
             reap(self.group)
             self.end_of_soak = time.time()
             self.proxy.close()
@@ -506,6 +504,19 @@ class FaultSoak:
             samples=self.samples,
             faults=self.faults,
         )
+
+    def _stop_all(self, deadline: float) -> None:
+        """SIGTERM every replica at once; one still running at `deadline` is noted (and
+        killed by `reap`)."""
+        for replica in self.current.values():
+            with contextlib.suppress(ProcessLookupError):
+                replica.daemon.signal(signal.SIGCONT)
+                replica.daemon.signal(signal.SIGTERM)
+        for name, replica in self.current.items():
+            try:
+                replica.daemon.exited(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                self.notes.append(f"{name} did not exit within 10 s of SIGTERM")
 
     def _attempts(self) -> list[CheckedAttempt]:
         rows = attempts(self.server.url(self.dbname))
