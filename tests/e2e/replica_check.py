@@ -25,6 +25,9 @@ count by the fault under way, or just over, when it happened):
   runs whose process was still running at that instant and runs that had ended;
 - `skip_never_overlapped`: the runs of each `overlap: skip` job never overlapped, from
   their own stamps;
+- `slots_in_order`: of one job (a `replicas: all` job: of one replica's copy), a slot
+  never started after a newer slot had (docs/replicas.md, the database unreachable: a
+  newer slot of a job makes the older waiting one missed);
 - `heartbeat_fresh`: the liveness file never older than 2 x heartbeat while its replica
   ran and was not frozen by the soak (samples every 0.5 s);
 - `no_false_skew`: no `cluster.clock_skew`: no clock is moved by the soak.
@@ -358,11 +361,31 @@ def skip_never_overlapped(obs: Observed, end_of_soak: float | None = None) -> Fi
             holder: Stamp | None = None
             for began, ended, stamp in each:
                 if began < reach and holder is not None:
-                    found.add(f"{spec.name} slot {_iso(stamp.slot)} on {stamp.replica} started "
-                              f"{reach - began:.2f}s before slot {_iso(holder.slot)} on "
-                              f"{holder.replica} ended", fault_at(obs.faults, began))  # fmt: skip
+                    found.add(f"{spec.name} slot {_iso(stamp.slot)} started on {stamp.replica} "
+                              f"at {_iso(began)}, {reach - began:.2f}s before the run of slot "
+                              f"{_iso(holder.slot)} on {holder.replica} ended",
+                              fault_at(obs.faults, began))  # fmt: skip
                 if ended > reach:
                     reach, holder = ended, stamp
+    return found
+
+
+def slots_in_order(obs: Observed) -> Finding:
+    found = Finding("slots_in_order", "starts of an older slot after a newer one's")
+    specs = {j.name: j for j in obs.jobs}
+    starts: dict[tuple[str, str], list[Stamp]] = defaultdict(list)
+    for s in obs.stamps:
+        if s.kind == "S" and s.job in specs:
+            starts[(s.job, s.replica if specs[s.job].replicas == "all" else "")].append(s)
+    for runs in starts.values():
+        newest: Stamp | None = None
+        for s in sorted(runs, key=lambda r: r.at):
+            if newest is not None and s.slot < newest.slot:
+                found.add(f"{s.job} slot {_iso(s.slot)} started on {s.replica} at {_iso(s.at)}, "
+                          f"after slot {_iso(newest.slot)} had on {newest.replica} at "
+                          f"{_iso(newest.at)}", fault_at(obs.faults, s.at))  # fmt: skip
+            if newest is None or s.slot > newest.slot:
+                newest = s
     return found
 
 
@@ -404,6 +427,7 @@ def check(obs: Observed, end_of_soak: float | None = None) -> list[Finding]:
         none_vanished(obs),
         no_false_lost(obs),
         skip_never_overlapped(obs, end_of_soak),
+        slots_in_order(obs),
         heartbeat_fresh(obs),
         no_false_skew(obs),
     ]

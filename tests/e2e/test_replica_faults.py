@@ -141,6 +141,14 @@ def test_an_overlap_of_a_skip_job_is_found() -> None:
     assert found.by_fault == {"hang": 1}
 
 
+def test_an_older_slot_started_after_a_newer_one_is_found() -> None:
+    obs = clean()
+    obs.stamps = [s for s in obs.stamps if s.run_id != "skip-3"]
+    obs.stamps.append(Stamp("S", "skip", T0 + 3, "r2", 103, "skip-3", T0 + 4.5))
+    obs.stamps.append(Stamp("E", "skip", T0 + 3, "r2", 103, "skip-3", T0 + 4.8))
+    assert failed(obs) == {"slots_in_order"}
+
+
 def test_a_false_lost_is_found() -> None:
     obs = clean()
     # skip-4 ran 0.3 s on r1; told lost while it ran, its replica alive and unfrozen.
