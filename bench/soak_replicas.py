@@ -2,6 +2,7 @@
 random faults, then the checks of tests/e2e/replica_check.py.
 
     .venv/bin/python bench/soak_replicas.py [--minutes 30] [--quick] [--seed N] [--strict]
+                                            [--keep DIR]
 
 The database is a private PostgreSQL the script starts (tests/pg/server.py), reached by
 the replicas through a TCP proxy on loopback (tests/e2e/replicas.py `Proxy`); the soak's
@@ -48,6 +49,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="1 minute of faults")
     parser.add_argument("--seed", type=int, default=None, help="the faults' seed (random)")
     parser.add_argument("--strict", action="store_true", help="exit 1 on any violation")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="keep the logs, stamps and records in this new directory",
+    )
     args = parser.parse_args()
     minutes = 1.0 if args.quick else args.minutes
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
@@ -60,8 +67,14 @@ def main() -> int:
     began = time.monotonic()
     plan = SoakPlan(seconds=minutes * 60, seed=seed)
     with server, tempfile.TemporaryDirectory(prefix="crond-soak-replicas-") as tmp:
-        soak = FaultSoak(Path(tmp), server, plan, say=lambda line: print(line, flush=True))
+        work = Path(tmp)
+        if args.keep is not None:
+            args.keep.mkdir(parents=True)
+            work = args.keep
+        soak = FaultSoak(work, server, plan, say=lambda line: print(line, flush=True))
         obs = soak.run()
+        if args.keep is not None:
+            soak.save(obs)
     findings = check(obs, soak.end_of_soak)
     starts = sum(1 for s in obs.stamps if s.kind == "S")
     print(f"  {len(obs.faults)} faults, {starts} runs stamped, "

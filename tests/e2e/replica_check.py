@@ -18,7 +18,8 @@ count by the fault under way, or just over, when it happened):
 - `none_vanished`: every slot between the first instant all replicas were up and the
   last checked one was started, or told: `job.skipped`, `job.missed` (its range), or a
   run closed as lost. A `replicas: all` job's copies are counted per replica, outside
-  the time that replica was killed (its process gone until the restarted one is up);
+  the time that replica was killed (from 1 s before its SIGKILL, a copy it may have
+  died with unclaimed, to 2 s after the restarted one is up);
 - `no_false_lost`: no run told lost (`job.lost`, or an attempt closed as `lost`) while
   its replica was alive: not killed since the run started, and not frozen (SIGSTOP) for
   `replica_timeout` (a replica silent that long is taken for dead by design). Split into
@@ -47,6 +48,8 @@ EXAMPLES = 5
 AFTERMATH_S = 10.0
 # Margin after a killed replica is up again before its copies of a `replicas: all` job count.
 RESTART_MARGIN_S = 2.0
+# ... and before its SIGKILL: a copy due this little before may have died with it unclaimed.
+KILL_MARGIN_S = 1.0
 # Margin after SIGCONT before a thawed replica's liveness file must be fresh again.
 THAW_MARGIN_S = 1.0
 
@@ -263,7 +266,7 @@ def none_vanished(obs: Observed) -> Finding:
             if spec.replicas == "all":
                 for replica in obs.replicas:
                     down = _windows(obs.faults, "kill", replica, RESTART_MARGIN_S)
-                    if _inside(slot, down):
+                    if _inside(slot + KILL_MARGIN_S, down) or _inside(slot, down):
                         continue
                     key = (spec.name, slot, replica)
                     if key not in started and key not in told:

@@ -518,6 +518,19 @@ class FaultSoak:
             except subprocess.TimeoutExpired:
                 self.notes.append(f"{name} did not exit within 10 s of SIGTERM")
 
+    def save(self, obs: Observed) -> None:
+        """Write what the checks read under `base` (events.jsonl, faults.jsonl,
+        attempts.jsonl, samples.jsonl; the stamps are there already), to look into."""
+        parts: dict[str, Iterable[Any]] = {
+            "events": obs.events,
+            "faults": [vars(f) for f in obs.faults],
+            "attempts": [vars(a) for a in obs.attempts],
+            "samples": [vars(s) for s in obs.samples],
+        }
+        for name, rows in parts.items():
+            text = "".join(json.dumps(row, default=str) + "\n" for row in rows)
+            (self.base / f"{name}.jsonl").write_text(text)
+
     def _attempts(self) -> list[CheckedAttempt]:
         rows = attempts(self.server.url(self.dbname))
         return [
