@@ -13,12 +13,16 @@ counts its 10-minute runs there).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
 import os
+import random
 import signal
+import subprocess
 import textwrap
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -30,6 +34,17 @@ from typing import Any
 import psycopg
 
 from tests.e2e.harness import Crond, Event
+from tests.e2e.replica_check import Attempt as CheckedAttempt
+from tests.e2e.replica_check import (
+    Fault,
+    JobSpec,
+    Observed,
+    Sample,
+    epoch,
+    parse_stamps,
+    stamp_command,
+)
+from tests.pg import server as pg
 
 # Fast enough for a test of a few seconds; replica_timeout must be >= 3 heartbeats.
 TIMING = {"heartbeat": "1s", "replica_timeout": "3s", "shutdown_timeout": "2s"}
@@ -218,3 +233,316 @@ def reap(replicas: Iterable[Replica]) -> None:
             if event.get("event") == "job.started" and isinstance(pid, int):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pid, signal.SIGKILL)
+
+
+# --- a fault soak: bench/soak_replicas.py and tests/e2e/test_replica_faults.py ---------------
+
+
+class Proxy:
+    """A TCP proxy on loopback in front of a Unix socket (the private PostgreSQL's), run
+    by a thread of its own. `hold()` makes it a network partition: it stops forwarding in
+    both directions without closing anything, and accepts new connections without
+    answering them; `release()` lets everything held through, in order."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._flowing = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("the proxy did not start within 10 s")
+
+    def url(self, dbname: str) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}?connect_timeout=5"
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._server = self._loop.run_until_complete(
+            asyncio.start_server(self._serve, "127.0.0.1", 0)
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._flowing.set()
+        ready.set()
+        self._loop.run_forever()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await self._flowing.wait()
+        try:
+            up_reader, up_writer = await asyncio.open_unix_connection(str(self.target))
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(
+            self._pump(reader, up_writer), self._pump(up_reader, writer), return_exceptions=True
+        )
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                await self._flowing.wait()
+                data = await reader.read(65536)
+                if not data:
+                    break
+                await self._flowing.wait()
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    def hold(self) -> None:
+        self._loop.call_soon_threadsafe(self._flowing.clear)
+
+    def release(self) -> None:
+        self._loop.call_soon_threadsafe(self._flowing.set)
+
+    def close(self) -> None:
+        self.release()
+        if self._server is not None:
+            self._loop.call_soon_threadsafe(self._server.close)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+
+# The soak's jobs, all every second: each writes its own start and end stamps
+# (tests/e2e/replica_check.py), with its replica's name from SOAK_REPLICA.
+SOAK_JOBS: dict[str, tuple[JobSpec, float, str]] = {
+    # name: (spec, the run's length in seconds, more YAML of the job)
+    "skip": (JobSpec("skip", 1.0, "skip"), 0.3, ""),
+    "allow": (JobSpec("allow", 1.0, "allow"), 2.5, "max_running: 2"),
+    "replace": (JobSpec("replace", 1.0, "replace"), 0.5, ""),
+    "slow": (JobSpec("slow", 1.0, "skip"), 2.0, ""),
+    "each": (JobSpec("each", 1.0, "skip", "all"), 0.2, "replicas: all"),
+}
+FAULT_KINDS = ("kill", "stop", "pg_restart", "hang", "terminate")
+
+
+def soak_jobs(stamps: Path) -> str:
+    """The `jobs:` body of the soak's file (grace 10 s, so a slot the database kept from
+    starting is told missed within the soak; history long enough for every row)."""
+    out = []
+    for name, (spec, seconds, more) in SOAK_JOBS.items():
+        fields = [
+            "every: 1s",
+            f"overlap: {spec.overlap}",
+            "grace: 10s",
+            "history: 10000",
+            f"command: {json.dumps(stamp_command(str(stamps), seconds))}",
+        ]
+        if more:
+            fields.append(more)
+        out.append(f"{name}: {{{', '.join(fields)}}}")
+    return "\n".join(out)
+
+
+@dataclass
+class SoakPlan:
+    seconds: float  # of faults, after all replicas are up
+    seed: int
+    kinds: tuple[str, ...] = FAULT_KINDS
+    pause: tuple[float, float] = (6.0, 12.0)  # between faults
+    hang: tuple[float, float] = (6.0, 12.0)
+    down: tuple[float, float] = (1.0, 8.0)  # a killed replica, before its restart
+    frozen_extra: tuple[float, float] = (1.0, 4.0)  # SIGSTOP for replica_timeout plus this
+    quiet: float = 15.0  # after the last fault, before the stop
+    count: int | None = None  # stop after this many faults (None: when `seconds` are up)
+    heartbeat: float = 1.0
+    replica_timeout: float = 5.0
+    replicas: tuple[str, ...] = ("r1", "r2", "r3")
+
+
+class FaultSoak:
+    """Three replicas of one file on a database reached through a `Proxy`, faults one at
+    a time (`plan.kinds`, shuffled rounds of them, seeded), the liveness files sampled
+    every 0.5 s; `run()` returns what replica_check.check reads. Every wait is bounded."""
+
+    def __init__(
+        self,
+        base: Path,
+        server: pg.Server,
+        plan: SoakPlan,
+        say: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        self.base, self.server, self.plan, self.say = base, server, plan, say
+        self.rng = random.Random(plan.seed)
+        self.group: list[Replica] = []
+        self.current: dict[str, Replica] = {}
+        self.faults: list[Fault] = []
+        self.samples: list[Sample] = []
+        self.notes: list[str] = []
+        self.stamps = base / "stamps.txt"
+        self._sampling = threading.Event()
+        self.dbname = "soak"
+        self.proxy: Proxy | None = None
+        self.end_of_soak = 0.0
+
+    # --- the pieces ---
+
+    def _start(self, name: str) -> Replica:
+        env = {"SOAK_REPLICA": name}
+        replica = start_replica(self.group, self.file, name, self.base, env=env)
+        self.current[name] = replica
+        replica.daemon.wait_for("daemon.started", timeout=60)
+        return replica
+
+    def _sample(self) -> None:
+        while not self._sampling.wait(0.5):
+            at = time.time()
+            for name, replica in list(self.current.items()):
+                live = replica.liveness_json()
+                age = None
+                if live is not None and live.get("pid") == replica.daemon.proc.pid:
+                    with contextlib.suppress(KeyError, ValueError, TypeError):
+                        age = at - epoch(str(live["updated_at"]))
+                self.samples.append(Sample(name, at, age))
+
+    def _admin(self, query: str) -> int:
+        """Run `query` on the soak's database over the Unix socket (never the proxy)."""
+        with psycopg.connect(self.server.url(self.dbname), connect_timeout=5, autocommit=True) as c:
+            c.execute("SET statement_timeout = '5s'")
+            return len(c.execute(query).fetchall())
+
+    # --- the faults ---
+
+    def fault(self, kind: str) -> Fault:
+        target = self.rng.choice(self.plan.replicas) if kind in ("kill", "stop") else ""
+        start = time.time()
+        detail = ""
+        if kind == "kill":
+            replica = self.current[target]
+            replica.daemon.proc.kill()
+            replica.daemon.proc.wait(10)
+            down = self.rng.uniform(*self.plan.down)
+            time.sleep(down)
+            try:
+                self._start(target)
+            except AssertionError as exc:
+                self.notes.append(f"{target} did not start again: {str(exc)[:300]}")
+            detail = f"down {down:.1f}s"
+        elif kind == "stop":
+            replica = self.current[target]
+            frozen = self.plan.replica_timeout + self.rng.uniform(*self.plan.frozen_extra)
+            replica.daemon.signal(signal.SIGSTOP)
+            time.sleep(frozen)
+            replica.daemon.signal(signal.SIGCONT)
+            detail = f"frozen {frozen:.1f}s"
+        elif kind == "pg_restart":
+            self.server.halt(timeout=10)
+            self.server.restart(timeout=30)
+        elif kind == "hang":
+            assert self.proxy is not None
+            held = self.rng.uniform(*self.plan.hang)
+            self.proxy.hold()
+            time.sleep(held)
+            self.proxy.release()
+            detail = f"held {held:.1f}s"
+        elif kind == "terminate":
+            ended = self._admin(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            detail = f"{ended} backends"
+        else:
+            raise ValueError(kind)
+        fault = Fault(kind, target, start, time.time())
+        self.faults.append(fault)
+        at = time.strftime("%H:%M:%S", time.localtime(start))
+        self.say(f"  {at} {kind} {target} {detail} ({fault.end - start:.1f}s)".replace("  ", " "))
+        return fault
+
+    # --- the whole ---
+
+    def run(self) -> Observed:
+        plan = self.plan
+        with psycopg.connect(self.server.url(), autocommit=True, connect_timeout=5) as admin:
+            admin.execute(f'CREATE DATABASE "{self.dbname}"')
+        self.proxy = Proxy(self.server.socket)
+        self.file = schedules(
+            self.base / "soak.yaml", self.proxy.url(self.dbname), soak_jobs(self.stamps),
+            heartbeat=f"{plan.heartbeat:g}s", replica_timeout=f"{plan.replica_timeout:g}s",
+        )  # fmt: skip
+        sampler = threading.Thread(target=self._sample, daemon=True)
+        try:
+            for name in plan.replicas:
+                self._start(name)
+            sampler.start()
+            first = time.time() + 1.0
+            until = first + plan.seconds
+            kinds: list[str] = []
+            time.sleep(self.rng.uniform(2.0, 4.0))
+            while time.time() < until and (plan.count is None or len(self.faults) < plan.count):
+                if not kinds:
+                    kinds = list(plan.kinds)
+                    self.rng.shuffle(kinds)
+                self.fault(kinds.pop())
+                pause = min(self.rng.uniform(*plan.pause), max(until - time.time(), 0.0))
+                time.sleep(pause)
+            time.sleep(plan.quiet)
+            last = time.time() - 3.0
+        finally:
+            self._sampling.set()
+            self._stop_all(deadline=time.monotonic() + 10)
+            reap(self.group)
+            self.end_of_soak = time.time()
+            self.proxy.close()
+        return Observed(
+            jobs=[spec for spec, _, _ in SOAK_JOBS.values()],
+            replicas=list(plan.replicas),
+            heartbeat_s=plan.heartbeat,
+            replica_timeout_s=plan.replica_timeout,
+            span=(first, last),
+            stamps=parse_stamps(self.stamps.read_text() if self.stamps.exists() else ""),
+            events=[
+                {**event, "_replica": replica.name}
+                for replica in self.group
+                for event in replica.daemon.events
+            ],
+            attempts=self._attempts(),
+            samples=self.samples,
+            faults=self.faults,
+        )
+
+    def _stop_all(self, deadline: float) -> None:
+        """SIGTERM every replica at once; one still running at `deadline` is noted (and
+        killed by `reap`)."""
+        for replica in self.current.values():
+            with contextlib.suppress(ProcessLookupError):
+                replica.daemon.signal(signal.SIGCONT)
+                replica.daemon.signal(signal.SIGTERM)
+        for name, replica in self.current.items():
+            try:
+                replica.daemon.exited(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                self.notes.append(f"{name} did not exit within 10 s of SIGTERM")
+
+    def save(self, obs: Observed) -> None:
+        """Write what the checks read under `base` (events.jsonl, faults.jsonl,
+        attempts.jsonl, samples.jsonl; the stamps are there already), to look into."""
+        parts: dict[str, Iterable[Any]] = {
+            "events": obs.events,
+            "faults": [vars(f) for f in obs.faults],
+            "attempts": [vars(a) for a in obs.attempts],
+            "samples": [vars(s) for s in obs.samples],
+        }
+        for name, rows in parts.items():
+            text = "".join(json.dumps(row, default=str) + "\n" for row in rows)
+            (self.base / f"{name}.jsonl").write_text(text)
+
+    def _attempts(self) -> list[CheckedAttempt]:
+        rows = attempts(self.server.url(self.dbname))
+        return [
+            CheckedAttempt(
+                r.job,
+                r.slot.timestamp(),
+                r.attempt,
+                r.replica,
+                r.run_id,
+                r.outcome,
+                r.started.timestamp(),
+                r.finished.timestamp() if r.finished else None,
+            )
+            for r in rows
+        ]
