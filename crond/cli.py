@@ -96,6 +96,7 @@ def validate(file: str, as_json: bool) -> None:
         *cfg.env_warnings,
         *loaded.dst_warnings(cfg, SystemClock().now()),
         *loaded.reboot_warnings(cfg),
+        *loaded.or_warnings(cfg),
     ]
     if as_json:
         click.echo(
@@ -171,6 +172,12 @@ def next_(
             return
         limits = {name: cfg.jobs[name].settings.max_running for name in selected}
         notes = preview.limit_notes(limits, cfg.daemon.max_running)
+        hashed = {
+            name: (expr.source, expr.resolved)
+            for name in selected
+            if (expr := cfg.jobs[name].cron_expr) is not None and expr.resolved
+        }
+        notes = [*preview.hash_notes(hashed), *notes]
         click.echo(preview.format_table(rows, notes))
 
 

@@ -19,7 +19,7 @@ from crond.config.notifiers import shown
 from crond.config.places import Mark
 from crond.config.problems import Problem
 from crond.config.secrets import expand, references
-from crond.when import timing
+from crond.when import cronforms, timing
 from crond.when.cronexpr import CronExpr
 from crond.when.timeline import steady_offset
 from crond.when.zones import get_zone
@@ -60,10 +60,21 @@ class LoadedJob:
     @property
     def warned_at_cron(self) -> bool:
         """Whether `crond validate` may warn at the job's `cron` line: an `@reboot` job
-        (reboot_warnings) or one in a zone with DST changes (dst_warnings)."""
-        if self.cron_expr is None:
+        (reboot_warnings), one in a zone with DST changes (dst_warnings), or one whose
+        L, W or # form stands beside a restricted other day field (or_warnings)."""
+        expr = self.cron_expr
+        if expr is None:
             return False
-        return self.cron_expr.reboot or steady_offset(self.zone) is None
+        return expr.reboot or steady_offset(self.zone) is None or self.day_or is not None
+
+    @property
+    def day_or(self) -> str | None:
+        """R2's "either" beside an L, W or # form, in words (docs/schedules.md)."""
+        expr = self.cron_expr
+        if expr is None or expr.day_and or not expr.day_forms:
+            return None
+        fields = expr.source.split()
+        return cronforms.or_warning(fields[2], fields[4], expr.day_forms)
 
     @property
     def schedule_text(self) -> str:
@@ -164,6 +175,21 @@ def dst_warnings(loaded: LoadedConfig, now: datetime) -> list[Problem]:
             mark = loaded.cron_marks.get(name, Mark(0, 0))
             found.append(Problem.at(loaded.path, mark, ("jobs", name, "cron"), sentence))
     return found
+
+
+def or_warnings(loaded: LoadedConfig) -> list[Problem]:
+    """A job whose L, W or # form stands beside a restricted other day field: R2 fires it
+    on the days of either field, more than the form alone says."""
+    return [
+        Problem.at(
+            loaded.path,
+            loaded.cron_marks.get(name, Mark(0, 0)),
+            ("jobs", name, "cron"),
+            job.day_or,
+        )
+        for name, job in loaded.jobs.items()
+        if job.settings.enabled and job.day_or is not None
+    ]
 
 
 def reboot_warnings(loaded: LoadedConfig) -> list[Problem]:

@@ -285,6 +285,8 @@ def _loaded(
         expr = None
         if job.cron is not None:
             expr = crons.get(job.cron) or model.parse_cron(job.cron)
+            if expr.resolved:  # `H`: values picked by the job's name (docs/schedules.md)
+                expr = model.parse_cron(job.cron, name)
         ping = None if job.ping is None else expand(job.ping, environ)[0]
         loaded = jobs[name] = LoadedJob(name, job, expr, ping)
         if loaded.warned_at_cron:

@@ -12,10 +12,12 @@ import functools
 from dataclasses import dataclass, field
 from datetime import date
 
-__all__ = ["CronExpr"]
+from crond.when.cronforms import DayForm, month_days
+
+__all__ = ["NEVER", "CronExpr"]
 
 _DAY = 86400
-_NEVER = 10**9  # a day number beyond any date: "no matching day"
+NEVER = _NEVER = 10**9  # a day number beyond any date: "no matching day"
 _DAYS_CACHED = 64
 _ORDINAL_1970 = date(1970, 1, 1).toordinal()
 
@@ -34,6 +36,10 @@ class CronExpr:
     day_and: bool  # R2: day-of-month or day-of-week starts with "*": a day must match both
     wildcard: bool  # R3: minute or hour starts with "*"
     reboot: bool = False  # `@reboot`: no wall time at all; the daemon fires it at start
+    # The day forms (L, L-n, nW, LW, nL, n#k: cronforms.py), beside `days` and `weekdays`.
+    day_forms: frozenset[DayForm] = frozenset()
+    # The expression with its `H` values resolved for its job ("17 2 * * *"), else "".
+    resolved: str = ""
     # Seconds from midnight of the matching wall times, ascending.
     times: tuple[int, ...] = field(init=False, repr=False, compare=False)
     # The months, ascending: the day search jumps from one to the next.
@@ -47,10 +53,11 @@ class CronExpr:
     def __post_init__(self) -> None:
         object.__setattr__(self, "times", _times(self.hours, self.minutes))
         object.__setattr__(self, "month_list", _sorted(self.months))
-        days = _day_search(self.days, self.weekdays, self.day_and, self.month_list)
+        days = _day_search(self.days, self.weekdays, self.day_and, self.month_list, self.day_forms)
         object.__setattr__(self, "_days", days)
         fields = (self.source, self.minutes, self.hours, self.days, self.months,
-                  self.weekdays, self.day_and, self.wildcard, self.reboot)  # fmt: skip
+                  self.weekdays, self.day_and, self.wildcard, self.reboot, self.day_forms,
+                  self.resolved)  # fmt: skip
         object.__setattr__(self, "_hash", hash(fields))
 
     def __hash__(self) -> int:
@@ -100,7 +107,7 @@ class DaySearch:
     one file ask the same few days.
     """
 
-    __slots__ = ("_cache", "_span", "day_and", "days", "month_list", "weekdays")
+    __slots__ = ("_cache", "_span", "day_and", "days", "forms", "month_list", "weekdays")
 
     def __init__(
         self,
@@ -108,9 +115,10 @@ class DaySearch:
         weekdays: frozenset[int],
         day_and: bool,
         month_list: tuple[int, ...],
+        forms: frozenset[DayForm] = frozenset(),
     ) -> None:
         self.days, self.weekdays, self.day_and = days, weekdays, day_and
-        self.month_list = month_list
+        self.month_list, self.forms = month_list, forms
         # day -> the first matching day on or after it. Small: a walk asks about the
         # same few days again and again, a daemon about the next day.
         self._cache: dict[int, int] = {}
@@ -141,7 +149,7 @@ class DaySearch:
         # jobs of a file all start from today, and look at the same few months.
         year, month, first = _civil(day)
         ordered = self.month_list
-        days, weekdays, day_and = self.days, self.weekdays, self.day_and
+        days, weekdays, day_and, forms = self.days, self.weekdays, self.day_and, self.forms
         end = year + 400  # a Gregorian cycle: a valid expression matches within it
         while ordered:
             i = bisect.bisect_left(ordered, month)
@@ -152,7 +160,7 @@ class DaySearch:
             if year >= end:
                 break
             start, length, weekday = _month(year, month)
-            matching = _days_of_month(days, weekdays, day_and, length, weekday)
+            matching = _days_of_month(days, weekdays, day_and, length, weekday, forms=forms)
             j = bisect.bisect_left(matching, first)
             if j < len(matching):
                 return start + matching[j] - 1
@@ -208,20 +216,32 @@ _day_search = functools.lru_cache(maxsize=1024)(DaySearch)
 
 
 def _matching_days(
-    days: frozenset[int], weekdays: frozenset[int], day_and: bool, length: int, first: int
+    days: frozenset[int],
+    weekdays: frozenset[int],
+    day_and: bool,
+    length: int,
+    first: int,
+    *,
+    forms: frozenset[DayForm] = frozenset(),
 ) -> tuple[int, ...]:
-    """R2 over a month of `length` days whose 1st is weekday `first`."""
+    """R2 over a month of `length` days whose 1st is weekday `first`; the day forms add
+    the days they pick to their field's (L to day-of-month, fri#3 to day-of-week)."""
+    if forms:
+        extra_days, extra_weekdays = month_days(forms, length, first)
+        days, in_week = days | extra_days, extra_weekdays
+    else:
+        in_week = frozenset()
     return tuple(
         d
         for d in range(1, length + 1)
         if (
-            (d in days and (first + d - 1) % 7 in weekdays)
+            (d in days and ((first + d - 1) % 7 in weekdays or d in in_week))
             if day_and
-            else (d in days or (first + d - 1) % 7 in weekdays)
+            else (d in days or (first + d - 1) % 7 in weekdays or d in in_week)
         )
     )
 
 
-# A month is only two numbers to R2, and expressions share their day fields: thousands of
-# expressions need a few dozen of these.
+# A month is only two numbers to R2 and its day forms, and expressions share their day
+# fields: thousands of expressions need a few dozen of these.
 _days_of_month = functools.lru_cache(maxsize=4096)(_matching_days)

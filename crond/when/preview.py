@@ -14,7 +14,14 @@ from datetime import UTC, datetime, timedelta
 
 from crond.when.timing import Fire, Timing
 
-__all__ = ["PreviewRow", "format_json_lines", "format_table", "limit_notes", "next_fires"]
+__all__ = [
+    "PreviewRow",
+    "format_json_lines",
+    "format_table",
+    "hash_notes",
+    "limit_notes",
+    "next_fires",
+]
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,19 @@ def _local_column(t: datetime) -> str:
     if not name or name[0] in "+-":
         return f"{clock} {_offset(t)}"
     return f"{clock} {name} {_offset(t)}"
+
+
+def hash_notes(hashed: Mapping[str, tuple[str, str]], *, shown: int = 10) -> list[str]:
+    """The `H` values of the listed jobs, resolved, a line a job: `hashed` maps a job to
+    its cron as written and as its name resolves it ("H 2 * * *" -> "17 2 * * *"). At
+    most `shown` jobs are named, the rest counted."""
+    lines = [
+        f'{job}: "{written}" runs as "{resolved}" (H is picked by the job\'s name)'
+        for job, (written, resolved) in itertools.islice(hashed.items(), shown)
+    ]
+    if len(hashed) > shown:
+        lines.append(f"and {len(hashed) - shown} more jobs with H")
+    return lines
 
 
 def limit_notes(
