@@ -1,0 +1,231 @@
+"""The richer cron fields (docs/schedules.md, "Richer cron fields"): what each form parses
+to, H's values (stable, spread, bounded), the messages for forms written wrong, and the
+R2 "OR" warning. Which days the forms pick is test_cron_fields_oracle.py's."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from datetime import UTC, datetime
+
+import pytest
+
+from crond.when.cronforms import hash_value, or_warning
+from crond.when.cronparse import CronError, parse_cron
+from crond.when.timing import CronTiming
+
+
+def _next(text: str, seed: str = "", n: int = 3) -> list[str]:
+    fires = CronTiming(parse_cron(text, seed), UTC).fires(datetime(2026, 1, 1, tzinfo=UTC))
+    return [f"{next(fires).at:%a %m-%d %H:%M}" for _ in range(n)]
+
+
+# (expression, its first three fires after 2026-01-01T00:00Z, computed by hand)
+FIRES = [
+    ("0 9 L * *", ["Sat 01-31 09:00", "Sat 02-28 09:00", "Tue 03-31 09:00"]),
+    ("0 9 L-3 * *", ["Wed 01-28 09:00", "Wed 02-25 09:00", "Sat 03-28 09:00"]),
+    ("0 9 15W * *", ["Thu 01-15 09:00", "Mon 02-16 09:00", "Mon 03-16 09:00"]),
+    ("0 9 1W 2,3,8 *", ["Mon 02-02 09:00", "Mon 03-02 09:00", "Mon 08-03 09:00"]),
+    ("0 9 LW 1,5 *", ["Fri 01-30 09:00", "Fri 05-29 09:00", "Fri 01-29 09:00"]),
+    ("0 9 31W * *", ["Fri 01-30 09:00", "Tue 03-31 09:00", "Fri 05-29 09:00"]),
+    ("0 9 ? * friL", ["Fri 01-30 09:00", "Fri 02-27 09:00", "Fri 03-27 09:00"]),
+    ("0 9 * * 5#3", ["Fri 01-16 09:00", "Fri 02-20 09:00", "Fri 03-20 09:00"]),
+    ("0 9 ? 1-3 sun#5", ["Sun 03-29 09:00", "Sun 01-31 09:00", "Sun 01-30 09:00"]),
+    ("0 9 1,L 1 *", ["Thu 01-01 09:00", "Sat 01-31 09:00", "Fri 01-01 09:00"]),
+    ("0 9 * 1 mon#1,fri#3", ["Mon 01-05 09:00", "Fri 01-16 09:00", "Mon 01-04 09:00"]),
+    ("0 9 L 1 mon", ["Mon 01-05 09:00", "Mon 01-12 09:00", "Mon 01-19 09:00"]),  # R2: or
+    ("0 9 L * 7L", ["Sun 01-25 09:00", "Sat 01-31 09:00", "Sun 02-22 09:00"]),
+]
+
+
+@pytest.mark.parametrize(("text", "fires"), FIRES, ids=[t for t, _ in FIRES])
+def test_forms_fire_on_the_days_they_say(text: str, fires: list[str]) -> None:
+    assert _next(text) == fires
+
+
+def test_question_mark_is_a_star_for_r2() -> None:
+    assert parse_cron("0 9 ? * fri").day_and
+    assert parse_cron("0 9 15 * ?").day_and
+    assert parse_cron("0 9 ? * fri").days == parse_cron("0 9 * * fri").days
+    assert not parse_cron("0 9 L * fri").day_and
+
+
+# --- H --------------------------------------------------------------------------------
+
+
+def test_h_values_are_pinned() -> None:
+    """The hash is SHA-256 of the name and the field's position: these values are the
+    same on every host and Python, and a change of hash changes them."""
+    assert hash_value("nightly-backup", 0) == 0x4D88168934DD2355
+    names = ["nightly-backup", "cleanup", "a"]
+    resolved = {name: parse_cron("H H * * *", name).resolved for name in names}
+    assert resolved == {
+        "nightly-backup": "45 5 * * *",
+        "cleanup": "3 16 * * *",
+        "a": "51 0 * * *",
+    }
+    assert parse_cron("H/15 H(1-4) H * H", "report").resolved == "13-59/15 1 5 * 1"
+    assert parse_cron("H 2 * * *", "nightly-backup").minutes == frozenset({45})
+
+
+def test_h_does_not_depend_on_python_hash() -> None:
+    """hash() of a str changes per process (PYTHONHASHSEED); ours does not."""
+    import hashlib  # noqa: PLC0415
+
+    digest = hashlib.sha256(b"cleanup\x000").digest()
+    assert hash_value("cleanup", 0) == int.from_bytes(digest[:8], "big")
+
+
+def test_h_spreads_jobs_over_the_day() -> None:
+    """10,000 jobs at `H H * * *`: no hour, and no minute, holds more than twice its share."""
+    exprs = [parse_cron("H H * * *", f"job-{i}") for i in range(10_000)]
+    hours = collections.Counter(h for e in exprs for h in e.hours)
+    minutes = collections.Counter(m for e in exprs for m in e.minutes)
+    assert len(hours) == 24
+    assert len(minutes) == 60
+    assert max(hours.values()) <= 2 * 10_000 / 24
+    assert max(minutes.values()) <= 2 * 10_000 / 60
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "allowed"),
+    [
+        ("0 H(1-4) * * *", "hours", set(range(1, 5))),
+        ("H(0-29) 0 * * *", "minutes", set(range(30))),
+        ("0 0 H * *", "days", set(range(1, 29))),  # every month has it
+        ("0 0 H(29-31) * *", "days", {29, 30, 31}),
+        ("0 0 * * H", "weekdays", set(range(7))),
+        ("0 0 * * H(mon-fri)", "weekdays", set(range(1, 6))),
+        ("0 0 * H * ", "months", set(range(1, 13))),
+    ],
+)
+def test_h_stays_in_its_range(text: str, field: str, allowed: set[int]) -> None:
+    seen: set[int] = set()
+    for i in range(500):
+        values = getattr(parse_cron(text, f"j{i}"), field)
+        assert len(values) == 1
+        seen |= values
+    assert seen == allowed  # inside, and all of it used
+
+
+def test_h_steps() -> None:
+    for i in range(200):
+        minutes = sorted(parse_cron("H/15 * * * *", f"j{i}").minutes)
+        assert len(minutes) == 4
+        assert minutes[0] < 15
+        assert [b - a for a, b in itertools.pairwise(minutes)] == [15, 15, 15]
+        hours = sorted(parse_cron("0 H(8-17)/3 * * *", f"j{i}").hours)
+        assert 8 <= hours[0] < 11
+        assert hours == list(range(hours[0], 18, 3))
+
+
+def test_the_name_changes_only_h() -> None:
+    assert parse_cron("0 9 L * *", "a") == parse_cron("0 9 L * *", "b")
+    assert parse_cron("0 9 L * *", "a").resolved == ""
+    assert parse_cron("H 9 * * *", "a").source == "H 9 * * *"
+
+
+# --- messages ---------------------------------------------------------------------------
+
+ERRORS = [
+    ("0 0 * * fri#6", "day-of-week", "fri#6",
+     '"fri#6": a month has at most 5 of a weekday (#1 to #5); for the last one write friL'),
+    ("0 0 * * 5#0", "day-of-week", "5#0",
+     '"5#0": a month has at most 5 of a weekday (#1 to #5); for the last one write 5L'),
+    ("0 0 32W * *", "day-of-month", "32W",
+     '"32W": W takes a day 1-31 (15W: the weekday nearest the 15th)'),
+    ("0 0 L-40 * *", "day-of-month", "L-40",
+     "\"L-40\": L-n counts 1 to 30 days back from the month's last day "
+     "(L-3: three days before it; L alone: the last day)"),
+    ("H(50-10) * * * *", "minute", "H(50-10)",
+     '"H(50-10)" is a backwards range; H picks upwards: write H(10-50)'),
+    ("0 0 * * 5W", "day-of-week", "5W",
+     '"5W": W belongs in day-of-month (15W: the weekday nearest the 15th); in day-of-week '
+     "write the weekdays, e.g. mon-fri"),
+    ("0 L * * *", "hour", "L",
+     "\"L\": L, W and # are only for the day fields (L: the month's last day, in "
+     "day-of-month; friL: its last Friday, in day-of-week)"),
+    ("H(0-70) * * * *", "minute", "H(0-70)",
+     '"70" is out of range 0-59 in "H(0-70)"; H(a-b) picks within the field (0-59)'),
+    ("0 H(20-24) * * *", "hour", "H(20-24)",
+     '"24" is out of range 0-23 in "H(20-24)"; H(a-b) picks within the field (0-23)'),
+    ("H/0 * * * *", "minute", "H/0",
+     "\"H/0\": the step must be a whole number from 1 to 59 (H/15: every 15 from a start "
+     "picked by the job's name)"),
+    ("Hx * * * *", "minute", "Hx",
+     '"Hx" is not an H form (H, H(a-b), H/n or H(a-b)/n, e.g. H(0-29) or H/15)'),
+    ("0 0 W15 * *", "day-of-month", "W15",
+     '"W15" is not a day-of-month form; did you mean 15W?'),
+    ("0 0 L3 * *", "day-of-month", "L3", '"L3" is not a day-of-month form; did you mean L-3?'),
+    ("0 0 5L * *", "day-of-month", "5L",
+     '"5L" is not a day-of-month form; did you mean L-5 (in day-of-month) or 5L, the '
+     "month's last Friday (in day-of-week)?"),
+    ("0 0 * * fri#2-3", "day-of-week", "fri#2-3",
+     '"fri#2-3": L, W and # forms take no range or step; list them instead '
+     "(e.g. 1,L or mon#1,mon#3)"),
+    ("0 0 L/2 * *", "day-of-month", "L/2",
+     '"L/2": L, W and # forms take no range or step; list them instead '
+     "(e.g. 1,L or mon#1,mon#3)"),
+    ("0 0 * * L", "day-of-week", "L",
+     "\"L\": L in day-of-week follows a weekday (friL: the month's last Friday); for the "
+     "month's last day put L in day-of-month"),
+    ("0 0 3#1 * *", "day-of-month", "3#1",
+     "\"3#1\": # belongs in day-of-week (fri#3: the month's third Friday)"),
+    ("? * * * *", "minute", "?", '"?": ? is only for the day fields; write *'),
+    ("0 0 1,? * *", "day-of-month", "?",
+     '"?": ? stands alone, for the whole field (the same as *)'),
+    # never fires
+    ("0 0 31W 2 *", "day-of-month", "31W",
+     '"31W" never occurs in feb (at most 29 days); the job would never run'),
+    ("30 0 L-30 2 *", "day-of-month", "L-30",
+     '"L-30" never occurs in feb (at most 29 days); the job would never run'),
+    ("0 0 31W 4,6 ?", "day-of-month", "31W",
+     '"31W" never occurs in apr,jun (at most 30 days); the job would never run'),
+    ("0 0 H(29-31) 2 *", "day-of-month", "H(29-31)",
+     '"H(29-31)" never occurs in feb for some job names; the job would never run'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "field", "value", "message"), ERRORS, ids=[e[0] for e in ERRORS])
+def test_wrong_forms_say_what_would_be_right(
+    text: str, field: str, value: str, message: str
+) -> None:
+    with pytest.raises(CronError) as caught:
+        parse_cron(text, "some-job")
+    assert (str(caught.value), caught.value.field, caught.value.value) == (
+        f"{field} field: {message}",
+        field,
+        value,
+    )
+
+
+@pytest.mark.parametrize(
+    "text", ["0 0 L-28 2 *", "0 0 * 2 mon#5", "0 0 31W 2 mon", "0 0 29W 2 *", "0 0 H(1-29) 2 *"]
+)
+def test_rare_forms_are_accepted(text: str) -> None:
+    """They fire in some years (leap years); R2's "or" keeps `31W` with a weekday."""
+    assert parse_cron(text, "x").source == text
+
+
+# --- the OR warning ---------------------------------------------------------------------
+
+
+def test_or_warning_beside_a_form() -> None:
+    expr = parse_cron("0 9 L * mon")
+    assert or_warning("L", "mon", expr.day_forms) == (
+        'OR: this also fires on every day day-of-week "mon" matches, not only on '
+        'day-of-month "L" (R2: with both day fields restricted, either one is enough); '
+        'write * in day-of-week for "L" alone'
+    )
+    expr = parse_cron("0 9 1-7 * fri#3")
+    said = or_warning("1-7", "fri#3", expr.day_forms)
+    assert said is not None
+    assert said.startswith('OR: this also fires on every day day-of-month "1-7" matches')
+
+
+@pytest.mark.parametrize(
+    ("dom", "dow"), [("L", "*"), ("?", "fri#3"), ("15", "mon"), ("*/2", "friL"), ("1W", "?")]
+)
+def test_no_or_warning(dom: str, dow: str) -> None:
+    expr = parse_cron(f"0 9 {dom} * {dow}")
+    assert or_warning(dom, dow, expr.day_forms) is None
