@@ -277,3 +277,25 @@ def test_only_validate_and_next_read_standard_input(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["validate", "./-"], input=text)
     assert result.exit_code == 1
     assert "no such file" in result.stderr
+
+
+def test_next_shows_h_resolved_and_validate_warns_of_or(tmp_path: Path) -> None:
+    """docs/schedules.md, "Richer cron fields": `crond next` says what H became; validate
+    warns when R2's "or" stands beside an L, W or # form."""
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "jobs:\n"
+        "  nightly: {cron: 'H 2 * * *', command: x}\n"
+        "  board: {cron: '0 9 L * mon', command: x}\n"
+    )
+    code, out, _ = invoke("next", str(f), "-n", "1", "--from", "2026-01-01T00:00:00Z")
+    assert code == 0
+    assert out.splitlines()[1].split()[:2] == ["nightly", "UTC"]
+    assert "2026-01-01T02:07:00Z" in out.splitlines()[1]
+    assert out.splitlines()[-1] == (
+        'nightly: "H 2 * * *" runs as "7 2 * * *" (H is picked by the job\'s name)'
+    )
+    code, out, err = invoke("validate", str(f))
+    assert code == 0
+    assert err.startswith(f"{f}:3:17: warning: jobs.board.cron: OR: this also fires on every day")
+    assert out.strip() == f"{f}: 2 jobs OK"
