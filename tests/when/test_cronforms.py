@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import itertools
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -229,3 +230,29 @@ def test_or_warning_beside_a_form() -> None:
 def test_no_or_warning(dom: str, dow: str) -> None:
     expr = parse_cron(f"0 9 {dom} * {dow}")
     assert or_warning(dom, dow, expr.day_forms) is None
+
+
+# --- docs/schedules.md -------------------------------------------------------------------
+
+
+def _docs_rows() -> list[tuple[str, str]]:
+    text = (Path(__file__).parents[2] / "docs" / "schedules.md").read_text()
+    table = text.split("Fires of each, in UTC, after 2026-01-01T00:00Z", 1)[1]
+    table = table.split("\n\n", 2)[1]  # the table itself, after its caption
+    rows = [line.split(" | ") for line in table.splitlines()[2:]]
+    return [(expr.strip("| `"), fires.rstrip(" |").split(" (")[0]) for expr, fires in rows]
+
+
+def _shown(text: str) -> str:
+    fires = CronTiming(parse_cron(text), UTC).fires(datetime(2026, 1, 1, tzinfo=UTC))
+    ats = [next(fires).at for _ in range(4)]
+    return ", ".join(
+        f"{at:%a %Y-%m-%d}" if i == 0 or at.year != ats[0].year else f"{at:%a %m-%d}"
+        for i, at in enumerate(ats)
+    )
+
+
+def test_the_docs_table_is_what_crond_computes() -> None:
+    rows = _docs_rows()
+    assert len(rows) == 12
+    assert [(expr, _shown(expr)) for expr, _ in rows] == rows
