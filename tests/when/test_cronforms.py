@@ -256,3 +256,10 @@ def test_the_docs_table_is_what_crond_computes() -> None:
     rows = _docs_rows()
     assert len(rows) == 12
     assert [(expr, _shown(expr)) for expr, _ in rows] == rows
+
+
+def test_h_is_a_value_not_a_star() -> None:
+    """R3: `H H * * *` is fixed-time; R2: `H` restricts its day field."""
+    assert not parse_cron("H H * * *", "x").wildcard
+    assert parse_cron("H * * * *", "x").wildcard
+    assert not parse_cron("0 0 H * mon", "x").day_and
