@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Protocol
 from crond.clock import Clock
 from crond.config.loaded import LoadedConfig
 from crond.config.model import Overlap, Replicas
-from crond.daemon.stores import FAILED, Opener, StoreHealth
+from crond.daemon.offloop import OffLoop
+from crond.daemon.stores import FAILED, Opener
 from crond.schedule.actions import Claims, Refusal
 from crond.store.base import AttemptRow, Start, Store, ViewRow
 
@@ -47,10 +48,10 @@ class Told(Protocol):
         """A run a dead daemon left, just closed as lost (after its `job.lost` event)."""
 
 
-class StoreRecorder(StoreHealth):
+class StoreRecorder(OffLoop):
     """The runner's Recorder backed by a Store, or by nothing when the store is off
     (`opener` None) or broken; `told` hears of runs' ends and lost runs. Use it from the
-    event loop's thread."""
+    event loop's thread (a cluster's database is called off it: crond/daemon/offloop.py)."""
 
     def __init__(
         self,
@@ -97,7 +98,7 @@ class StoreRecorder(StoreHealth):
 
     # --- runs -------------------------------------------------------------------------
 
-    def prepare(
+    async def prepare(
         self,
         starts: Sequence[Start],
         told: Sequence[tuple[str, datetime]] = (),
@@ -122,7 +123,7 @@ class StoreRecorder(StoreHealth):
         mine = [key for key in told if key[0] not in each]
         if not starts and not mine:
             return Claims()
-        claimed = self.write(
+        claimed = await self.ask(
             lambda store: store.claim(
                 starts,
                 mine,
@@ -151,8 +152,9 @@ class StoreRecorder(StoreHealth):
             prepared = self._prepared.pop(run.run_id, None)
             if prepared is not None:
                 return prepared
-        return self.write(
-            lambda store: store.start(
+
+        def start(store: Store) -> int:
+            return store.start(
                 run.job,
                 run_id=run.run_id,
                 slot=run.slot,
@@ -160,30 +162,39 @@ class StoreRecorder(StoreHealth):
                 started=self.clock.now(),
                 cursor=run.slot,
             )
-        )
+
+        if not self.off_loop:
+            return self.write(start)
+        row = _Row()  # with replicas, written off the loop: its id is known there
+        self.send(lambda store: row.found(start(store)))
+        return row
 
     def finished(self, token: object, run: Run, result: RunResult, tail: Sequence[str]) -> None:
         if self.told is not None and run.ends_with(result):
             self.told.ending(run, result, tail)
-        if not isinstance(token, int):
+        if not isinstance(token, (int, _Row)):
             return
         write_end = self._write_end
         if self.replica is not None and not run.ends_with(result):
             write_end = functools.partial(self._held.__setitem__, run.run_id)
         now = self.clock.now()  # not when it is written: that may be later (held, away)
-        write_end(
-            lambda store: store.finish(
-                token,
-                job=run.job,
-                run_id=run.run_id,
-                finished=now,
-                outcome=result.outcome.value,
-                exit_code=result.exit_code,
-                duration_s=result.duration_s,
-                output=tail,
-                keep=self.history.get(run.job),
-            )
-        )
+
+        def end(store: Store) -> None:
+            row = _row_of(token)  # None: its start was never written
+            if row is not None:
+                store.finish(
+                    row,
+                    job=run.job,
+                    run_id=run.run_id,
+                    finished=now,
+                    outcome=result.outcome.value,
+                    exit_code=result.exit_code,
+                    duration_s=result.duration_s,
+                    output=tail,
+                    keep=self.history.get(run.job),
+                )
+
+        write_end(end)
 
     def run_ended(self, run_id: str) -> None:
         """`run_id`'s last attempt ended (it may have been stopped while it waited for a
@@ -216,7 +227,8 @@ class StoreRecorder(StoreHealth):
         return f"reboot:{job}" if self.replica is None else f"reboot:{self.replica}:{job}"
 
     def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
-        self.write(lambda store: store.publish_view(rows, digest))
+        listed = list(rows)
+        self.send(lambda store: store.publish_view(listed, digest))
 
     def update_view(
         self, moved: Sequence[ViewRow], cursors: Sequence[tuple[str, datetime]]
@@ -224,4 +236,18 @@ class StoreRecorder(StoreHealth):
         """After a wake: next fires that moved, and cursors that moved with no run started
         (slots missed or skipped: a restart must not take them for downtime)."""
         if moved or cursors:
-            self.write(lambda store: store.update_view(moved, cursors))
+            self.send(lambda store: store.update_view(moved, cursors))
+
+
+class _Row:
+    """An attempt's row written off the loop (with replicas): its id, once written (None:
+    not yet, or its write failed). Its end, written after it on the same thread, finds it."""
+
+    id: int | None = None
+
+    def found(self, row_id: int) -> None:
+        self.id = row_id
+
+
+def _row_of(token: object) -> int | None:
+    return token.id if isinstance(token, _Row) else token if isinstance(token, int) else None

@@ -85,7 +85,7 @@ class Spawner:
             gate=gate,
         )
 
-    def claim(
+    async def claim(
         self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
     ) -> Claims:
         """The runs one wake is about to start at `at` (the wake may come just before):
@@ -97,7 +97,7 @@ class Spawner:
             return Claims()
         self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
         records = [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()]
-        return self.recorder.prepare(records, told, started=at)
+        return await self.recorder.prepare(records, told, started=at)
 
     def reload(self, cfg: LoadedConfig) -> None:
         """A reload: the specs of the jobs no longer in the file are forgotten, and all of

@@ -155,12 +155,12 @@ async def test_a_trigger_without_a_claim_is_refused_and_says_why() -> None:
         h.effects.prepare = db.prepare
         await h.settle()
         db.down = True
-        assert h.loop.trigger("a") == (
+        assert await h.loop.trigger("a") == (
             "the database is unavailable, and no run starts without a claim"
         )
         db.down = False
         db.busy.add("a")
-        assert h.loop.trigger("a") == "a has a run going on another replica and overlap: skip"
+        assert await h.loop.trigger("a") == "a has a run going on another replica and overlap: skip"
         assert h.runs == []
 
 
