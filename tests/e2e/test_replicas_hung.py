@@ -1,4 +1,4 @@
-"""A database that stops answering (docs/replicas.md, "The database hangs"): its server's
+"""A database that stops answering (docs/replicas.md, "A database that hangs"): its server's
 processes frozen with SIGSTOP, so every connection stays open and nothing comes back.
 Two replicas of the real binary on a real PostgreSQL of the test's own, a job every
 second. The replicas must go on: each says the database is unavailable within about two
@@ -15,6 +15,7 @@ import socket
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from crond.control.protocol import request_line
 from tests.e2e.harness import eventually
@@ -28,19 +29,24 @@ TOLD_WITHIN = 3.0  # database.unavailable after the freeze: 2 s, and room for a 
 PS_WITHIN = 1.0  # a `ps` answered while the database hangs: ~ms, and room for load
 
 
-def ps_seconds(replica: Replica) -> float:
-    """How long the replica takes to answer `ps` on its control socket (raises if none)."""
+def ask(replica: Replica, cmd: str, args: dict[str, Any]) -> tuple[float, bytes]:
+    """How long the replica takes to answer `cmd` on its control socket, and the answer."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(5)
         sent = time.monotonic()
         conn.connect(str(replica.socket))
-        conn.sendall(request_line("ps", {}))
+        conn.sendall(request_line(cmd, args))
         answer = b""
         while not answer.endswith(b"\n"):
             chunk = conn.recv(65536)
             assert chunk, "the control socket closed without an answer"
             answer += chunk
-        took = time.monotonic() - sent
+        return time.monotonic() - sent, answer
+
+
+def ps_seconds(replica: Replica) -> float:
+    """How long the replica takes to answer `ps` (which must work)."""
+    took, answer = ask(replica, "ps", {})
     assert b'"ok":true' in answer, answer
     return took
 
@@ -115,6 +121,8 @@ def test_a_hung_database_stops_no_replica_and_every_slot_is_started_or_told(
             says = functools.partial(_database_is, r, "unavailable")
             eventually(says, TOLD_WITHIN, f"{r.name}'s liveness file says so")
         beats = {r.name: {(r.liveness_json() or {}).get("updated_at")} for r in replicas}
+        refused_in, refusal = ask(replicas[0], "pause", {"jobs": ["tick"]})
+        assert b"database is unavailable" in refusal, refusal  # DATABASE_AWAY, not a hang
         slowest_ps = 0.0
         while time.monotonic() - froze < FROZEN:
             for r in replicas:
@@ -130,11 +138,13 @@ def test_a_hung_database_stops_no_replica_and_every_slot_is_started_or_told(
     first_after = _started_after(replicas, went_on_at, 5.0)
     print(
         f"\nunavailable after {unavailable}, ps {quiet_ps * 1000:.1f} ms quiet, "
-        f"{slowest_ps * 1000:.1f} ms at most while frozen {stopped_for:.1f}s; "
+        f"{slowest_ps * 1000:.1f} ms at most while frozen {stopped_for:.1f}s; pause refused "
+        f"in {refused_in * 1000:.1f} ms; "
         f"available {back:.2f}s and a run {first_after:.2f}s after SIGCONT"
     )
     assert max(unavailable.values()) <= TOLD_WITHIN, unavailable
     assert slowest_ps <= PS_WITHIN, slowest_ps
+    assert refused_in <= PS_WITHIN + 0.5, refused_in  # not asked while it is away
     for name, seen in beats.items():
         assert len(seen - {None}) >= 4, f"{name}'s liveness file was not rewritten: {seen}"
     assert first_after <= 3.0, first_after
