@@ -25,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from crond.clock import Clock
@@ -189,23 +191,9 @@ class OffLoop(StoreHealth):
             self.worker = Worker(f"crond-db-{self.replica}")
         worker, opener, aside = self.worker, self.opener, self.corrupt
         old, self.store = self.store, None
-        first = not self._opened
-        now = self.clock.now()
-
-        def opening() -> tuple[Store, list[AttemptRow]]:  # on the store's thread
-            worker.cutter = None
-            if old is not None:
-                with contextlib.suppress(Exception):
-                    old.close()
-            store = opener(aside)
-            try:
-                lost = store.close_lost(now) if first else []
-            except BaseException:
-                store.close()
-                raise
-            worker.cutter = getattr(store, "cut", None)
-            return store, lost
-
+        opening = functools.partial(
+            _opening, worker, opener, aside, old, None if self._opened else self.clock.now()
+        )
         try:
             store, lost = await asyncio.wrap_future(worker.submit(opening, OPENING))
         except ReplicaTaken:
@@ -256,3 +244,22 @@ class OffLoop(StoreHealth):
             return
         for write in pending:
             self._write_end(write)
+
+
+def _opening(
+    worker: Worker, opener: Opener, aside: bool, old: Store | None, first: datetime | None
+) -> tuple[Store, list[AttemptRow]]:
+    """The store opened on its thread (the old one closed first): at the first open
+    (`first`: now), with the runs a dead daemon left closed as lost."""
+    worker.cutter = None
+    if old is not None:
+        with contextlib.suppress(Exception):
+            old.close()
+    store = opener(aside)
+    try:
+        lost = store.close_lost(first) if first is not None else []
+    except BaseException:
+        store.close()
+        raise
+    worker.cutter = getattr(store, "cut", None)
+    return store, lost
