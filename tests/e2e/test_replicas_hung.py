@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import socket
 import time
 from datetime import UTC, datetime, timedelta
@@ -20,6 +21,7 @@ from typing import Any
 from crond.control.protocol import request_line
 from tests.e2e.harness import eventually
 from tests.e2e.replicas import Replica, attempts, doubled, frozen, schedules, start_replica
+from tests.e2e.test_notify import get
 from tests.pg import server as pg
 
 SECOND = timedelta(seconds=1)
@@ -102,11 +104,19 @@ def test_a_hung_database_stops_no_replica_and_every_slot_is_started_or_told(
 ) -> None:
     url = own_pg.url()
     f = schedules(
-        tmp_path / "s.yaml", url, 'tick: {every: 1s, command: "true"}', replica_timeout="30s"
+        tmp_path / "s.yaml",
+        url,
+        'tick: {every: 1s, command: "true"}',
+        replica_timeout="30s",
+        metrics="127.0.0.1:0",
     )
     replicas = [start_replica(group, f, name, tmp_path) for name in ("r1", "r2")]
     for r in replicas:
         r.daemon.wait_for("state.opened", timeout=START)
+    healthz = {
+        r.name: f"http://{r.daemon.wait_for('metrics.serving', timeout=START)['address']}/healthz"
+        for r in replicas
+    }
     eventually(lambda: len(attempts(url, job="tick")) >= 2, 10, "two runs before the freeze")
     quiet_ps = max(ps_seconds(r) for r in replicas)
 
@@ -120,13 +130,19 @@ def test_a_hung_database_stops_no_replica_and_every_slot_is_started_or_told(
         for r in replicas:
             says = functools.partial(_database_is, r, "unavailable")
             eventually(says, TOLD_WITHIN, f"{r.name}'s liveness file says so")
+            code, body = get(healthz[r.name], timeout=PS_WITHIN)
+            assert code == 200, body  # the loop beats
+            assert json.loads(body)["database"] == "unavailable", body
         beats = {r.name: {(r.liveness_json() or {}).get("updated_at")} for r in replicas}
         refused_in, refusal = ask(replicas[0], "pause", {"jobs": ["tick"]})
         assert b"database is unavailable" in refusal, refusal  # DATABASE_AWAY, not a hang
-        slowest_ps = 0.0
+        slowest_ps = slowest_healthz = 0.0
         while time.monotonic() - froze < FROZEN:
             for r in replicas:
                 slowest_ps = max(slowest_ps, ps_seconds(r))
+                sent = time.monotonic()
+                assert get(healthz[r.name], timeout=PS_WITHIN)[0] == 200
+                slowest_healthz = max(slowest_healthz, time.monotonic() - sent)
                 beats[r.name].add((r.liveness_json() or {}).get("updated_at"))
             time.sleep(0.2)  # the freeze's length is the test's, not an event
         stopped_for = time.monotonic() - froze
@@ -139,12 +155,13 @@ def test_a_hung_database_stops_no_replica_and_every_slot_is_started_or_told(
     print(
         f"\nunavailable after {unavailable}, ps {quiet_ps * 1000:.1f} ms quiet, "
         f"{slowest_ps * 1000:.1f} ms at most while frozen {stopped_for:.1f}s; pause refused "
-        f"in {refused_in * 1000:.1f} ms; "
+        f"in {refused_in * 1000:.1f} ms, /healthz {slowest_healthz * 1000:.1f} ms at most; "
         f"available {back:.2f}s and a run {first_after:.2f}s after SIGCONT"
     )
     assert max(unavailable.values()) <= TOLD_WITHIN, unavailable
     assert slowest_ps <= PS_WITHIN, slowest_ps
     assert refused_in <= PS_WITHIN + 0.5, refused_in  # not asked while it is away
+    assert slowest_healthz <= PS_WITHIN, slowest_healthz
     for name, seen in beats.items():
         assert len(seen - {None}) >= 4, f"{name}'s liveness file was not rewritten: {seen}"
     assert first_after <= 3.0, first_after
