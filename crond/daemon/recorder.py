@@ -20,15 +20,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from crond.clock import Clock
 from crond.config.loaded import LoadedConfig
 from crond.config.model import Overlap, Replicas
+from crond.daemon.indoubt import InDoubt, ours
 from crond.daemon.offloop import OffLoop
 from crond.daemon.stores import FAILED, Opener
 from crond.schedule.actions import Claims, Refusal
-from crond.store.base import AttemptRow, Start, Store, ViewRow
+from crond.store.base import AttemptRow, Replicated, Start, Store, ViewRow
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -80,6 +81,7 @@ class StoreRecorder(OffLoop):
         # next attempt starts or the run ends, so the run's row stays open while it waits
         # (another replica does not claim an `overlap: skip` job's next slot meanwhile).
         self._held: dict[str, Callable[[Store], None]] = {}
+        self.in_doubt = InDoubt()  # with replicas, the claims that got no answer
 
     def configure(self, cfg: LoadedConfig) -> None:
         """What a file just loaded says of its jobs' records: the attempts each keeps, and,
@@ -135,15 +137,25 @@ class StoreRecorder(OffLoop):
             force=bool(starts),
         )
         if claimed is FAILED:
+            self.in_doubt.failed(starts)  # each may have committed all the same
             return Claims({(s.job, s.slot): "database" for s in starts})
+        found = await self._ours(self.in_doubt.doubted(starts, claimed.starts))
         refused: dict[tuple[str, datetime], Refusal] = {}
         for start, claim in zip(starts, claimed.starts, strict=True):
+            claim = found.get(start.run_id, claim)  # noqa: PLW2901  (its own, in doubt)
             if isinstance(claim, int):
                 self._prepared[start.run_id] = claim
             else:
                 refused[(start.job, start.slot)] = "taken" if claim is None else "busy"
         quiet = {key for key, ours in zip(mine, claimed.told, strict=True) if not ours}
         return Claims(refused, quiet)
+
+    async def _ours(self, doubted: Sequence[Start]) -> dict[str, int]:
+        """Those of `doubted` this replica's claim took after all (crond/daemon/indoubt.py)."""
+        if not doubted:
+            return {}
+        runs = await self.ask(lambda store: cast(Replicated, store).open_runs(), force=True)
+        return {} if runs is FAILED else ours(doubted, runs, self.replica or "")
 
     def started(self, run: Run, attempt: int) -> object:
         if self._held:

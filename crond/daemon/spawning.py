@@ -95,7 +95,11 @@ class Spawner:
         (skipped, missed), those another replica claimed first, and so tells of."""
         if self.recorder.store is None and self.recorder.replica is None:
             return Claims()
-        self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
+        doubt = self.recorder.in_doubt  # a claim in doubt is tried again as it was
+        self._run_ids = {
+            (job.name, slot): doubt.run_id((job.name, slot)) or runner.new_run_id(at)
+            for job, slot in starts
+        }
         records = [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()]
         return await self.recorder.prepare(records, told, started=at)
 
