@@ -11,10 +11,10 @@ aside first (`state.moved_aside`).
 
 With replicas (`daemon.database`, docs/replicas.md) the database going away is
 `database.unavailable` (once) and its return `database.available`; while it is away,
-writes other than claims are not tried more than once per backoff (a host that drops
-packets would hold the loop for the connect timeout at every write), and the ends of runs
+writes other than claims are not tried more than once per backoff, and the ends of runs
 that could not be written are kept (10,000 at most) and written when it answers again, so
-no run it saw end stays "running" in its history. What is written, and when, is the
+no run it saw end stays "running" in its history. The database is called off the loop,
+each call with a deadline: crond/daemon/offloop.py. What is written, and when, is the
 recorder's (crond/daemon/recorder.py).
 """
 
