@@ -10,12 +10,16 @@ Once a second, the cluster's pauses and kill requests: crond/daemon/polling.py, 
 cluster makes. For the control socket: the runs going on the other replicas (`crond ps`),
 and kill requests for them (`crond kill`).
 
-Every query goes through the recorder, so the database's absence is its business (one
-`database.unavailable`, backoff) and this module just finds nothing to do meanwhile.
+Every query goes through the recorder, off the loop and awaited with a deadline
+(crond/daemon/offloop.py), so the database's absence is its business (one
+`database.unavailable`, backoff) and this module just finds nothing to do meanwhile. The
+heartbeat's queries are a task of their own (the loop's beat does not wait for them; one
+at a time); the clock is compared only on a round trip that was itself short.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -38,6 +42,9 @@ if TYPE_CHECKING:
     from crond.config.loaded import LoadedConfig
 
 SKEW_LIMIT = timedelta(seconds=1)
+# The clock is compared on a round trip shorter than this only: a longer one (a database
+# that stalled, then answered) says nothing of the clocks.
+SHORT_TRIP = 0.5
 
 T = TypeVar("T")
 
@@ -115,6 +122,7 @@ class Cluster:
         self.timeout = timedelta(seconds=30)  # daemon.replica_timeout, set at each load
         self.digest: str | None = None  # of this replica's file
         self._skewed = False
+        self._beating: asyncio.Task[None] | None = None  # the heartbeat's queries
         self._mismatch: frozenset[tuple[str, str, str]] = frozenset()
         self.polling = Polling(
             log=log, clock=clock, loop=loop, recorder=recorder, on_paused=on_paused
@@ -124,29 +132,42 @@ class Cluster:
         self.timeout = cfg.daemon.replica_timeout
         self.digest = digest
 
-    def _store(self, write: Callable[[Replicated], T]) -> T | Failed:
+    async def _store(self, write: Callable[[Replicated], T]) -> T | Failed:
         """One query of the cluster's store through the recorder: its result, or FAILED."""
-        return self.recorder.write(lambda store: write(cast(Replicated, store)), force=True)
+        return await self.recorder.ask(lambda store: write(cast(Replicated, store)), force=True)
 
     # --- once a heartbeat ----------------------------------------------------------------
 
     def beat(self, now: datetime) -> None:
-        if self.recorder.store is None:
+        """The heartbeat's queries, in a task (the loop's beat goes on without them); not
+        started again while the last one's are still waited for."""
+        if self.recorder.store is None or (self._beating and not self._beating.done()):
             return
-        sent = self.clock.monotonic()
-        theirs = self._store(lambda store: store.beat(now))
-        if isinstance(theirs, datetime):
-            self._clock(now, theirs, self.clock.monotonic() - sent)
-        lost = self._store(lambda store: store.close_dead(now, self.timeout))
+        self._beating = asyncio.ensure_future(self.beat_once(now))
+
+    async def beat_once(self, now: datetime) -> None:
+        clock = self.clock
+
+        def beat(store: Replicated) -> tuple[datetime, datetime, float]:
+            ours, sent = clock.now(), clock.monotonic()  # when it is sent, on its thread
+            theirs = store.beat(ours)
+            return ours, theirs, clock.monotonic() - sent
+
+        timed = await self._store(beat)
+        if not isinstance(timed, Failed):
+            self._clock(*timed)
+        lost = await self._store(lambda store: store.close_dead(now, self.timeout))
         for row in [] if lost is FAILED else lost:
             self._lost(row)
-        replicas = self._store(lambda store: store.replicas())
+        replicas = await self._store(lambda store: store.replicas())
         if replicas is not FAILED:
             self._compare(replicas, now)
 
     def _clock(self, ours: datetime, theirs: datetime, round_trip: float) -> None:
         """`cluster.clock_skew` when this host's clock is more than a second from the
         database's (the round trip's half allowed for), once until it is back within."""
+        if round_trip > SHORT_TRIP:
+            return  # it waited on the database, not on a clock: nothing to compare
         skew = (ours - theirs).total_seconds()
         skewed = abs(skew) - round_trip / 2 > SKEW_LIMIT.total_seconds()
         if skewed and not self._skewed:
@@ -197,26 +218,29 @@ class Cluster:
 
     # --- for the control socket ----------------------------------------------------------
 
-    def _open_runs(self) -> list[AttemptRow]:
-        """The cluster's unfinished attempts; none known when the database did not answer."""
-        runs = self._store(lambda store: store.open_runs())
+    async def _open_runs(self) -> list[AttemptRow]:
+        """The cluster's unfinished attempts; none known when the database did not answer,
+        and not asked while it is away (`crond ps` answers at once then)."""
+        if self.recorder.database() != "ok":
+            return []
+        runs = await self._store(lambda store: store.open_runs())
         return [] if runs is FAILED else runs
 
-    def request_kill(self, target: str, by: dict[str, Any]) -> list[dict[str, Any]]:
+    async def request_kill(self, target: str, by: dict[str, Any]) -> list[dict[str, Any]]:
         """Ask the other replicas to stop `target` (a job, or a run id): the runs of theirs
         it names (as the database has them), each with its replica."""
         text = json.dumps(by, separators=(",", ":"))
         now = self.clock.now()
-        runs = self._open_runs()
+        runs = await self._open_runs()
         theirs = [r for r in runs if r.replica != self.replica and target in (r.job, r.run_id)]
         if theirs:
-            self._store(lambda store: store.request_kill(target, text, now))
+            await self._store(lambda store: store.request_kill(target, text, now))
         return [{"job": r.job, "run_id": r.run_id, "replica": r.replica} for r in theirs]
 
-    def other_runs(self) -> list[dict[str, Any]]:
+    async def other_runs(self) -> list[dict[str, Any]]:
         """The runs going on the other replicas, as `crond ps` shows them."""
+        runs = await self._open_runs()
         now = self.clock.now()
-        runs = self._open_runs()
         return [
             {
                 "job": r.job,

@@ -1,7 +1,9 @@
 """The daemon's answers on its control socket (docs/control.md): `ps`, `trigger`, `kill`,
 `pause`, `resume`, `reload`, between the socket's server (crond/control/server.py) and the loop.
 
-Each answer is worked out on the loop's own thread, in a few microseconds, and logged
+Each answer is worked out on the loop's own thread, in a few microseconds (with replicas,
+what the database is asked is awaited, at most a second, and not asked while it is
+away: crond/daemon/offloop.py), and logged
 with who asked (`by`: the caller's uid, user and pid from the socket's credentials).
 A pause or resume is checked here (the jobs are the file's, the instant is one) and
 carried out by the daemon's Pausing (crond/daemon/pausing.py).
@@ -89,14 +91,14 @@ class Steering:
         self, cmd: str, args: dict[str, Any], caller: Caller, send: Send
     ) -> dict[str, Any]:
         if cmd == "ps":
-            return ok({"runs": self._ps(), **self._whoami()})
+            return ok({"runs": await self._ps(), **self._whoami()})
         if cmd == "reload" and self.reload is not None:
             self.log.info("config.reload_requested", by=caller.by())
             return ok(await self.reload())
         if cmd == "trigger":
             return await self._trigger(str(args["job"]), bool(args.get("wait")), caller, send)
         if cmd == "kill":
-            return ok(self._kill(str(args["target"]), caller))
+            return ok(await self._kill(str(args["target"]), caller))
         if cmd == "pause":
             names, until = self._names(args), _instant(args.get("until"))
             return ok(await self.pausing.pause(names, until, args.get("note"), caller.by()))
@@ -106,14 +108,14 @@ class Steering:
             return ok(await self.pausing.resume(names, caller.by()))
         raise ControlError("unknown_command", f"{cmd!r} is not a command of this daemon")
 
-    def _ps(self) -> list[dict[str, Any]]:
+    async def _ps(self) -> list[dict[str, Any]]:
         """The runs going: this daemon's, and with replicas every other replica's too."""
         rows = [self._run_row(run) for run in self.loop.going.all()]
         if self.cluster is None:
             return rows
         for row in rows:
             row["replica"] = self.cluster.replica
-        return rows + self.cluster.other_runs()
+        return rows + await self.cluster.other_runs()
 
     def _whoami(self) -> dict[str, Any]:
         """This daemon's pid (for a `kill -HUP` or a debugger), and its replica's name."""
@@ -137,7 +139,7 @@ class Steering:
 
     async def _trigger(self, name: str, wait: bool, caller: Caller, send: Send) -> dict[str, Any]:
         self._known([name])
-        started = self.loop.trigger(name)
+        started = await self.loop.trigger(name)
         if isinstance(started, str):
             raise ControlError("refused", started)
         if isinstance(started, Pending):  # overlap: replace: it starts once they stopped
@@ -175,7 +177,7 @@ class Steering:
             }
         )
 
-    def _kill(self, target: str, caller: Caller) -> dict[str, Any]:
+    async def _kill(self, target: str, caller: Caller) -> dict[str, Any]:
         runs = self.loop.kill(target)
         if (
             not runs
@@ -192,8 +194,8 @@ class Steering:
         for row in stopped:
             row["replica"] = self.cluster.replica
         mine = runs and _looks_like_run_id(target)  # the one run, here: no other to ask
-        return {"stopped": stopped, "asked": [] if mine else self.cluster.request_kill(
-            target, caller.by())}  # fmt: skip
+        asked = [] if mine else await self.cluster.request_kill(target, caller.by())
+        return {"stopped": stopped, "asked": asked}
 
     # --- helpers ------------------------------------------------------------------------
 

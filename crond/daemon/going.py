@@ -6,7 +6,7 @@ outlives the loop; counted by job for the scheduling core; stopped on demand.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any, Generic
 
@@ -59,7 +59,7 @@ class Going(Generic[R]):
         self,
         name: str,
         pending: Pending[R] | None,
-        then: Callable[[], R | None],
+        then: Callable[[], Awaitable[R | None]],
         *,
         stopping: Callable[[], bool],
     ) -> None:
@@ -73,13 +73,13 @@ class Going(Generic[R]):
         name: str,
         old: list[R],
         pending: Pending[R] | None,
-        then: Callable[[], R | None],
+        then: Callable[[], Awaitable[R | None]],
         stopping: Callable[[], bool],
     ) -> None:
         new = None
         try:
             if await self._replaced(name, old, pending, stopping):
-                new = then()
+                new = await then()
         finally:
             if pending is not None:
                 pending.settle(new)

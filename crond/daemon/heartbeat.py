@@ -3,13 +3,17 @@ stuck loop lets every sign of life go stale.
 
 Each beat pings the systemd watchdog, looks after the state store (opens it again if it
 is unavailable or was found damaged or gone, else checks it is still in place and
-checkpoints it), then rewrites the liveness file. A liveness file that cannot be written
-is logged (`liveness.write_failed`, once a beat) and scheduling goes on;
-`liveness.write_recovered` says when it works again. docs/running.md describes the file.
+checkpoints it), then rewrites the liveness file. With replicas none of it waits on the
+database: it is opened and checked off the loop (crond/daemon/offloop.py), and the
+cluster's queries of a beat are a task of their own (crond/daemon/cluster.py). A
+liveness file that cannot be written is logged (`liveness.write_failed`, once a beat)
+and scheduling goes on; `liveness.write_recovered` says when it works again.
+docs/running.md describes the file.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -28,6 +32,8 @@ from crond.store.base import ReplicaTaken
 
 if TYPE_CHECKING:
     from crond.config.loaded import LoadedConfig
+
+START_WAIT = 10.0  # seconds the start waits for a replica's database at most
 
 
 class Heartbeat:
@@ -62,6 +68,50 @@ class Heartbeat:
         self._failed = False  # the last write of the liveness file failed
         self._beat_at: float | None = None  # the monotonic clock at the last beat
         self.last_beat: datetime | None = None  # and the wall clock
+        self.taken = False  # a live replica has this one's name
+
+    async def open_store(self, wait: float = START_WAIT) -> bool:
+        """The store opened at the daemon's start; False: a live replica has this one's
+        name (`on_taken` was told). With replicas, the open goes on off the loop, waited
+        for at most `wait` seconds: a database that does not answer is tried again at
+        the next heartbeats, as one that refuses."""
+        if not self.recorder.off_loop:
+            try:
+                self.recorder.open()
+            except ReplicaTaken as exc:
+                self._taken(exc)
+            return not self.taken
+        opening = self._open_off_loop()
+        if opening is not None:
+            await asyncio.wait({opening}, timeout=wait)
+        return not self.taken
+
+    def _open_off_loop(self) -> asyncio.Task[bool] | None:
+        """An open off the loop, unless one is under way; when it is done, the daemon is
+        told (`on_taken`, or `on_reopen` when jobs are scheduled)."""
+        under_way = self.recorder.opening
+        if under_way is not None and not under_way.done():
+            return None
+        self.recorder.open()
+        opening = self.recorder.opening
+        if opening is not None:
+            opening.add_done_callback(self._opened)
+        return opening
+
+    def _opened(self, opening: asyncio.Task[bool]) -> None:
+        if opening.cancelled():
+            return
+        exc = opening.exception()
+        if isinstance(exc, ReplicaTaken):
+            self._taken(exc)
+        elif exc is not None:
+            self.log.error("state.unavailable", error=f"{type(exc).__name__}: {exc}")
+        elif opening.result() and self.loop.core.schedule.entries:
+            self.on_reopen()
+
+    def _taken(self, exc: ReplicaTaken) -> None:
+        self.taken = True
+        self.on_taken(exc)
 
     def configure(
         self, cfg: LoadedConfig, *, liveness_file: Path | None, heartbeat: timedelta | None
@@ -82,7 +132,9 @@ class Heartbeat:
     def beat(self, now: datetime) -> None:
         self._beat_at, self.last_beat = self.loop.clock.monotonic(), now
         self.notifier.ping()
-        if self.recorder.wants_open():
+        if self.recorder.wants_open() and self.recorder.off_loop:
+            self._open_off_loop()
+        elif self.recorder.wants_open():
             # At most once a heartbeat: this is called once a heartbeat.
             try:
                 opened = self.recorder.open()

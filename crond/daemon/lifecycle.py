@@ -146,10 +146,10 @@ class Service:
     def launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
         return self.spawner.launch(job, slot, gate)
 
-    def claim(
+    async def claim(
         self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
     ) -> Claims:
-        return self.spawner.claim(starts, told, at)
+        return await self.spawner.claim(starts, told, at)
 
     def beat(self, now: datetime) -> None:
         self.heartbeat.beat(now)
@@ -219,10 +219,7 @@ class Service:
                 aio.add_signal_handler(signal.SIGHUP, self.signals.hup)
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     aio.add_signal_handler(signum, self.signals.stop, signum)
-                try:
-                    self.recorder.open()
-                except ReplicaTaken as exc:  # a live replica has this one's name
-                    self._taken(exc)
+                if not await self.heartbeat.open_store():  # a live one has this one's name
                     return 1
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
                     self.loop.load(self.cfg.jobs, resume=self.recorder.cursors())

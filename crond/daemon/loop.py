@@ -6,6 +6,13 @@ once to record and claim its starts (`Effects.claim`), and carries out what the 
 settles on, in order, through `Effects`: the rules are the core's, the doing is here.
 `Effects.beat` is called once a heartbeat, so a stuck loop lets the liveness file and
 the watchdog go stale. Runs are the loop's (crond/daemon/going.py): none outlives it.
+
+With replicas the claims are awaited (at most a deadline: crond/daemon/offloop.py). While
+a wake awaits them nothing else may change the core under it: `lock` is held by a wake
+from `propose` to the end of its actions, and taken by whatever else changes the core —
+a reload's swap, a pause or resume (asked, or polled from the cluster), a trigger, the
+start of a replacement. Without replicas nothing is awaited and the lock is never
+contended.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ class Loop(Generic[R]):
         self._soon: list[tuple[LoadedJob, datetime, Gate | None]] = []
         self._wake = asyncio.Event()
         self._stopping = False
+        self.lock = asyncio.Lock()  # the core's, while a wake or a change holds it
 
     def load(self, jobs: Mapping[str, LoadedJob], resume: Resume = None) -> ConfigDiff:
         """Swap in a new set of jobs (`Core.load`); running runs are never interrupted."""
@@ -71,10 +79,14 @@ class Loop(Generic[R]):
         self._wake.set()
         return skipped
 
-    def trigger(self, name: str) -> R | Pending[R] | str:
+    async def trigger(self, name: str) -> R | Pending[R] | str:
         """Start a run of `name` now, as a scheduled one would start (`Core.trigger`), or
         say in one sentence why not. With `overlap: replace` and runs going, those are
         stopped and a `Pending` is returned."""
+        async with self.lock:
+            return await self._trigger(name)
+
+    async def _trigger(self, name: str) -> R | Pending[R] | str:
         if self._stopping or self.going.tasks is None:
             return "the daemon is stopping" if self._stopping else "the daemon is not running"
         now = self.clock.now()
@@ -82,13 +94,14 @@ class Loop(Generic[R]):
         if isinstance(actions, str):
             return actions
         *first, last = actions
-        self._carry_out(first)
+        await self._carry_out(first)
         if isinstance(last, Replace):
             pending: Pending[R] = Pending(name)
             self._replace(last.job, last.slot, pending)
             return pending
         assert isinstance(last, Start)
-        reason = self.effects.claim([(last.job, now)], [], now).refused.get((name, now))
+        claims = await self.effects.claim([(last.job, now)], [], now)
+        reason = claims.refused.get((name, now))
         if reason is not None:
             return TRIGGER_REFUSED[reason].format(name=name)
         return self.going.start(last.job, now)
@@ -107,7 +120,8 @@ class Loop(Generic[R]):
             while not (self._stopping and not self.running):
                 now = self.clock.now()
                 if not self._stopping:
-                    self._tick(now)
+                    async with self.lock:
+                        await self._tick(now)
                 if self.clock.monotonic() >= next_beat:
                     self.effects.beat(now)
                     next_beat = self.clock.monotonic() + self.heartbeat.total_seconds()
@@ -133,7 +147,7 @@ class Loop(Generic[R]):
             target = min(target, wake)
         await sleep_until_woken(self.clock, target, self._wake)
 
-    def _tick(self, now: datetime) -> None:
+    async def _tick(self, now: datetime) -> None:
         soon, self._soon = self._soon, []
         for job, slot, before in soon:
             if before is not None:
@@ -146,13 +160,13 @@ class Loop(Generic[R]):
         proposal = self.core.propose(now, self.clock.lead, self.going.counts)
         claims = NO_CLAIMS
         if proposal.starts or proposal.told:  # all of them, before any is spawned
-            claims = self.effects.claim(proposal.starts, proposal.told, proposal.at)
+            claims = await self.effects.claim(proposal.starts, proposal.told, proposal.at)
         gate = events.gate(self.clock, proposal.at) if proposal.at > now else None
-        self._carry_out(self.core.settle(proposal, claims), gate)
+        await self._carry_out(self.core.settle(proposal, claims), gate)
         if gate is not None:
             gate()  # nothing was spawned (skipped, or could not start): still not before `at`
 
-    def _carry_out(self, actions: list[Action], gate: Gate | None = None) -> None:
+    async def _carry_out(self, actions: list[Action], gate: Gate | None = None) -> None:
         """The core's actions, in order (`gated` ones not before the wake's instant)."""
         for action in actions:
             if gate is not None and action.at_slot:
@@ -160,7 +174,7 @@ class Loop(Generic[R]):
             if isinstance(action, Start):
                 self.going.start(action.job, action.slot, gate if action.gated else None)
             elif isinstance(action, Tell):
-                self._tell(action)
+                await self._tell(action)
             elif isinstance(action, Replace):
                 self._replace(action.job, action.slot)
             elif isinstance(action, Queued):
@@ -171,9 +185,9 @@ class Loop(Generic[R]):
             else:
                 self.effects.moved(action.entries, action.cursors)
 
-    def _tell(self, tell: Tell) -> None:
+    async def _tell(self, tell: Tell) -> None:
         if tell.check is not None:
-            claims = self.effects.claim([], [tell.check], self.clock.now())
+            claims = await self.effects.claim([], [tell.check], self.clock.now())
             if tell.check in claims.quiet:
                 return  # another replica tells of it
         events.log_decision(self.log, tell.job, tell.decision)
@@ -184,13 +198,15 @@ class Loop(Generic[R]):
         then = lambda: self._claimed(job, slot)  # noqa: E731  (read where it is passed)
         self.going.replace(job.name, pending, then, stopping=lambda: self._stopping)
 
-    def _claimed(self, job: LoadedJob, slot: datetime) -> R | None:
+    async def _claimed(self, job: LoadedJob, slot: datetime) -> R | None:
         """`job` started for `slot` now if its claim is not refused (else as refused)."""
-        now = self.clock.now()
-        reason = self.effects.claim([(job, slot)], [], now).refused.get((job.name, slot))
-        if reason is None:
-            return self.going.start(job, slot)
-        self._carry_out(self.core.refused(job, slot, reason, now))
+        async with self.lock:
+            now = self.clock.now()
+            claims = await self.effects.claim([(job, slot)], [], now)
+            reason = claims.refused.get((job.name, slot))
+            if reason is None:
+                return self.going.start(job, slot)
+            await self._carry_out(self.core.refused(job, slot, reason, now))
         self._wake.set()  # a waiting start is a new instant to wake at
         return None
 

@@ -124,8 +124,9 @@ class Pausing:
             await self._write(rows, lambda store, part: store.set_pauses(part), "pause")
         finally:
             self._writing = set()
-        for name in names:
-            self.loop.pause(name, until)
+        async with self.loop.lock:  # never in the middle of a wake
+            for name in names:
+                self.loop.pause(name, until)
         shown = None if until is None else iso_utc(until)
         rest = _Rests()
         for name in names:
@@ -146,7 +147,8 @@ class Pausing:
             )
         else:
             await self._write(names, lambda store, part: store.clear_pauses(part), "resume")
-        ended = [(name, self.loop.resume(name)) for name in names]
+        async with self.loop.lock:
+            ended = [(name, self.loop.resume(name)) for name in names]
         resumed: list[dict[str, Any]] = []
         rest = _Rests()
         for name, skipped in ended:
@@ -177,8 +179,8 @@ class Pausing:
         (10,000 rows in one SQLite commit held the loop ~0.1 s); one that fails is degraded
         (the answer says `stored`), and a pause running out meanwhile leaves the rows
         written alone (`ran_out`)."""
-        if self.replicated:
-            if self.recorder.write(lambda store: write(store, items)) is FAILED:
+        if self.replicated:  # awaited, at most a second (crond/daemon/offloop.py)
+            if await self.recorder.ask(lambda store: write(store, items)) is FAILED:
                 raise ControlError("refused", DATABASE_AWAY.format(what=what))
             return
         for part in _slices(items):
@@ -186,7 +188,7 @@ class Pausing:
             await asyncio.sleep(REST_S)
 
     def _clear(self, name: str) -> None:
-        self.recorder.write(lambda store: store.clear_pause(name))
+        self.recorder.send(lambda store: store.clear_pause(name))
 
     def _tell_paused(self, name: str, paused: bool) -> None:
         if self.on_paused is not None:

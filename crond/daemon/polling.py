@@ -7,8 +7,10 @@ replicas wrote for runs (a `crond kill` asked of any replica stops the run where
 runs). Polling, not LISTEN: nothing here depends on a session that a pooler or a
 failover could cut. What a replica does once a heartbeat is crond/daemon/cluster.py's.
 
-Every query goes through the recorder, so the database's absence is its business (one
+Every query goes through the recorder, off the loop and awaited with a deadline
+(crond/daemon/offloop.py), so the database's absence is its business (one
 `database.unavailable`, backoff) and this module just finds nothing to do meanwhile.
+Pauses are applied to the loop under its lock (never in the middle of a wake).
 """
 
 from __future__ import annotations
@@ -55,19 +57,24 @@ class Polling:
     async def poll_forever(self) -> None:
         while True:
             await self.clock.sleep_until(self.clock.now() + POLL_EVERY)
-            self.poll()
+            await self.poll()
 
-    def poll(self) -> None:
+    async def poll(self) -> None:
         """The cluster's pauses and the kill requests since the last poll, applied."""
         if self.recorder.store is None:
             return
         after = self._last_kill
-        found = self.recorder.write(
+        found = await self.recorder.ask(
             lambda store: cast(Replicated, store).poll(after or 0)
         )  # not forced: while the database is away, tried once per backoff
         if found is FAILED:
             return
-        self._sync_pauses(found.pauses)
+        async with self.loop.lock:
+            resumed = self._sync_pauses(found.pauses)
+        for name, since, skipped in resumed:
+            by = await self._resumed_by(name, since)
+            self.log.info("job.resumed", job=name, by=by, skipped=skipped, via="cluster")
+            self._tell(name, False)
         for kill in found.kills:
             # At the first poll, the requests made before this replica began are old.
             if kill.replica != self.replica and (
@@ -76,8 +83,9 @@ class Polling:
                 self._kill(kill.target, kill.by, kill.replica)
         self._last_kill = max(found.last_kill, after or 0)
 
-    def _sync_pauses(self, rows: dict[str, PauseRow]) -> None:
-        """Pauses another replica set or ended: this loop holds (or frees) the job too."""
+    def _sync_pauses(self, rows: dict[str, PauseRow]) -> list[tuple[str, datetime, int]]:
+        """Pauses another replica set or ended: this loop holds (or frees) the job too.
+        The pauses ended here: each job's name, when its pause began, the slots skipped."""
         now = self.clock.now()
         mine = self.loop.core.pauses.listing()
         for name, row in rows.items():
@@ -90,19 +98,19 @@ class Polling:
                 note=row.note, by=_by(row.by), via="cluster",
             )  # fmt: skip
             self._tell(name, True)
+        resumed = []
         for name in mine:
             if name not in rows and name in self._pauses:
                 skipped = self.loop.resume(name)
                 if skipped is not None:
-                    by = self._resumed_by(name, self._pauses[name].since)
-                    self.log.info("job.resumed", job=name, by=by, skipped=skipped, via="cluster")
-                    self._tell(name, False)
+                    resumed.append((name, self._pauses[name].since, skipped))
         self._pauses = rows
+        return resumed
 
-    def _resumed_by(self, name: str, since: datetime) -> object:
+    async def _resumed_by(self, name: str, since: datetime) -> object:
         """Who resumed the pause of `name` that began at `since` (None: no resume kept
         says, as for a pause cleared when it ran out)."""
-        text = self.recorder.write(
+        text = await self.recorder.ask(
             lambda store: cast(Replicated, store).resumed_by(name, since), force=True
         )
         return None if text is None or text is FAILED else _by(text)

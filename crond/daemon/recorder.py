@@ -20,14 +20,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from crond.clock import Clock
 from crond.config.loaded import LoadedConfig
 from crond.config.model import Overlap, Replicas
-from crond.daemon.stores import FAILED, Opener, StoreHealth
+from crond.daemon.indoubt import InDoubt, ours
+from crond.daemon.offloop import OffLoop
+from crond.daemon.stores import FAILED, Opener
 from crond.schedule.actions import Claims, Refusal
-from crond.store.base import AttemptRow, Start, Store, ViewRow
+from crond.store.base import AttemptRow, Replicated, Start, Store, ViewRow
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -47,10 +49,10 @@ class Told(Protocol):
         """A run a dead daemon left, just closed as lost (after its `job.lost` event)."""
 
 
-class StoreRecorder(StoreHealth):
+class StoreRecorder(OffLoop):
     """The runner's Recorder backed by a Store, or by nothing when the store is off
     (`opener` None) or broken; `told` hears of runs' ends and lost runs. Use it from the
-    event loop's thread."""
+    event loop's thread (a cluster's database is called off it: crond/daemon/offloop.py)."""
 
     def __init__(
         self,
@@ -79,6 +81,7 @@ class StoreRecorder(StoreHealth):
         # next attempt starts or the run ends, so the run's row stays open while it waits
         # (another replica does not claim an `overlap: skip` job's next slot meanwhile).
         self._held: dict[str, Callable[[Store], None]] = {}
+        self.in_doubt = InDoubt()  # with replicas, the claims that got no answer
 
     def configure(self, cfg: LoadedConfig) -> None:
         """What a file just loaded says of its jobs' records: the attempts each keeps, and,
@@ -97,7 +100,7 @@ class StoreRecorder(StoreHealth):
 
     # --- runs -------------------------------------------------------------------------
 
-    def prepare(
+    async def prepare(
         self,
         starts: Sequence[Start],
         told: Sequence[tuple[str, datetime]] = (),
@@ -122,7 +125,7 @@ class StoreRecorder(StoreHealth):
         mine = [key for key in told if key[0] not in each]
         if not starts and not mine:
             return Claims()
-        claimed = self.write(
+        claimed = await self.ask(
             lambda store: store.claim(
                 starts,
                 mine,
@@ -134,15 +137,25 @@ class StoreRecorder(StoreHealth):
             force=bool(starts),
         )
         if claimed is FAILED:
+            self.in_doubt.failed(starts)  # each may have committed all the same
             return Claims({(s.job, s.slot): "database" for s in starts})
+        found = await self._ours(self.in_doubt.doubted(starts, claimed.starts))
         refused: dict[tuple[str, datetime], Refusal] = {}
         for start, claim in zip(starts, claimed.starts, strict=True):
+            claim = found.get(start.run_id, claim)  # noqa: PLW2901  (its own, in doubt)
             if isinstance(claim, int):
                 self._prepared[start.run_id] = claim
             else:
                 refused[(start.job, start.slot)] = "taken" if claim is None else "busy"
         quiet = {key for key, ours in zip(mine, claimed.told, strict=True) if not ours}
         return Claims(refused, quiet)
+
+    async def _ours(self, doubted: Sequence[Start]) -> dict[str, int]:
+        """Those of `doubted` this replica's claim took after all (crond/daemon/indoubt.py)."""
+        if not doubted:
+            return {}
+        runs = await self.ask(lambda store: cast(Replicated, store).open_runs(), force=True)
+        return {} if runs is FAILED else ours(doubted, runs, self.replica or "")
 
     def started(self, run: Run, attempt: int) -> object:
         if self._held:
@@ -151,8 +164,9 @@ class StoreRecorder(StoreHealth):
             prepared = self._prepared.pop(run.run_id, None)
             if prepared is not None:
                 return prepared
-        return self.write(
-            lambda store: store.start(
+
+        def start(store: Store) -> int:
+            return store.start(
                 run.job,
                 run_id=run.run_id,
                 slot=run.slot,
@@ -160,30 +174,39 @@ class StoreRecorder(StoreHealth):
                 started=self.clock.now(),
                 cursor=run.slot,
             )
-        )
+
+        if not self.off_loop:
+            return self.write(start)
+        row = _Row()  # with replicas, written off the loop: its id is known there
+        self.send(lambda store: row.found(start(store)))
+        return row
 
     def finished(self, token: object, run: Run, result: RunResult, tail: Sequence[str]) -> None:
         if self.told is not None and run.ends_with(result):
             self.told.ending(run, result, tail)
-        if not isinstance(token, int):
+        if not isinstance(token, (int, _Row)):
             return
         write_end = self._write_end
         if self.replica is not None and not run.ends_with(result):
             write_end = functools.partial(self._held.__setitem__, run.run_id)
         now = self.clock.now()  # not when it is written: that may be later (held, away)
-        write_end(
-            lambda store: store.finish(
-                token,
-                job=run.job,
-                run_id=run.run_id,
-                finished=now,
-                outcome=result.outcome.value,
-                exit_code=result.exit_code,
-                duration_s=result.duration_s,
-                output=tail,
-                keep=self.history.get(run.job),
-            )
-        )
+
+        def end(store: Store) -> None:
+            row = _row_of(token)  # None: its start was never written
+            if row is not None:
+                store.finish(
+                    row,
+                    job=run.job,
+                    run_id=run.run_id,
+                    finished=now,
+                    outcome=result.outcome.value,
+                    exit_code=result.exit_code,
+                    duration_s=result.duration_s,
+                    output=tail,
+                    keep=self.history.get(run.job),
+                )
+
+        write_end(end)
 
     def run_ended(self, run_id: str) -> None:
         """`run_id`'s last attempt ended (it may have been stopped while it waited for a
@@ -216,7 +239,8 @@ class StoreRecorder(StoreHealth):
         return f"reboot:{job}" if self.replica is None else f"reboot:{self.replica}:{job}"
 
     def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
-        self.write(lambda store: store.publish_view(rows, digest))
+        listed = list(rows)
+        self.send(lambda store: store.publish_view(listed, digest))
 
     def update_view(
         self, moved: Sequence[ViewRow], cursors: Sequence[tuple[str, datetime]]
@@ -224,4 +248,18 @@ class StoreRecorder(StoreHealth):
         """After a wake: next fires that moved, and cursors that moved with no run started
         (slots missed or skipped: a restart must not take them for downtime)."""
         if moved or cursors:
-            self.write(lambda store: store.update_view(moved, cursors))
+            self.send(lambda store: store.update_view(moved, cursors))
+
+
+class _Row:
+    """An attempt's row written off the loop (with replicas): its id, once written (None:
+    not yet, or its write failed). Its end, written after it on the same thread, finds it."""
+
+    id: int | None = None
+
+    def found(self, row_id: int) -> None:
+        self.id = row_id
+
+
+def _row_of(token: object) -> int | None:
+    return token.id if isinstance(token, _Row) else token if isinstance(token, int) else None

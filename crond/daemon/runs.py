@@ -49,16 +49,19 @@ R = TypeVar("R", bound=RunHandle)
 
 class Effects(Protocol[R]):
     """What the loop does to the world; the daemon's (crond/daemon/lifecycle.py). Each is
-    called from the loop's turn: quick, and never raising for a failure of the world."""
+    called from the loop's turn: quick (`claim` awaited, with a deadline), and never
+    raising for a failure of the world."""
 
     def launch(self, job: LoadedJob, slot: datetime, gate: Gate | None) -> R:
         """Spawn a run of `job` for `slot` now (passing `gate` just before the spawn)."""
 
-    def claim(
+    async def claim(
         self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
     ) -> Claims:
         """Record `starts` (started at `at`) before any is spawned, and with replicas claim
-        them and the `told` slots, in one round trip: what may not start, what not tell."""
+        them and the `told` slots, in one round trip: what may not start, what not tell.
+        Without replicas it is done at once (a local file); with them it is awaited, at
+        most a deadline (crond/daemon/offloop.py), the core locked meanwhile (the loop's)."""
 
     def beat(self, now: datetime) -> None:
         """Once a heartbeat: the watchdog, the store's checks, the liveness file."""

@@ -82,7 +82,8 @@ class Signals:
             if isinstance(new, list):
                 self._reloaded = {"reloaded": False, "errors": new, "jobs": self.jobs}
             elif not self._signals:
-                self._reloaded = self.swap(*new)
+                async with self.loop.lock:  # never in the middle of a wake
+                    self._reloaded = self.swap(*new)
             self.on_reloaded(not isinstance(new, list))
             self.notifier.ready()
 

@@ -85,7 +85,7 @@ class Spawner:
             gate=gate,
         )
 
-    def claim(
+    async def claim(
         self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
     ) -> Claims:
         """The runs one wake is about to start at `at` (the wake may come just before):
@@ -95,9 +95,13 @@ class Spawner:
         (skipped, missed), those another replica claimed first, and so tells of."""
         if self.recorder.store is None and self.recorder.replica is None:
             return Claims()
-        self._run_ids = {(job.name, slot): runner.new_run_id(at) for job, slot in starts}
+        doubt = self.recorder.in_doubt  # a claim in doubt is tried again as it was
+        self._run_ids = {
+            (job.name, slot): doubt.run_id((job.name, slot)) or runner.new_run_id(at)
+            for job, slot in starts
+        }
         records = [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()]
-        return self.recorder.prepare(records, told, started=at)
+        return await self.recorder.prepare(records, told, started=at)
 
     def reload(self, cfg: LoadedConfig) -> None:
         """A reload: the specs of the jobs no longer in the file are forgotten, and all of

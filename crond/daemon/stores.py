@@ -11,10 +11,10 @@ aside first (`state.moved_aside`).
 
 With replicas (`daemon.database`, docs/replicas.md) the database going away is
 `database.unavailable` (once) and its return `database.available`; while it is away,
-writes other than claims are not tried more than once per backoff (a host that drops
-packets would hold the loop for the connect timeout at every write), and the ends of runs
+writes other than claims are not tried more than once per backoff, and the ends of runs
 that could not be written are kept (10,000 at most) and written when it answers again, so
-no run it saw end stays "running" in its history. What is written, and when, is the
+no run it saw end stays "running" in its history. The database is called off the loop,
+each call with a deadline: crond/daemon/offloop.py. What is written, and when, is the
 recorder's (crond/daemon/recorder.py).
 """
 
@@ -143,6 +143,12 @@ class StoreHealth:
         except StateError as exc:
             self.failed(exc, "state.unavailable")
             return False
+        self._adopt(store, lost)
+        return True
+
+    def _adopt(self, store: Store, lost: list[AttemptRow]) -> None:
+        """A store just opened, in use from now on; `lost`: the runs a dead daemon left,
+        closed as lost at the first open."""
         self._opened = True
         if store.moved_aside is not None:
             self.log.error("state.moved_aside", path=store.location, moved_to=store.moved_aside)
@@ -157,7 +163,6 @@ class StoreHealth:
             self.log.warning("job.lost", job=row.job, run_id=row.run_id, slot=iso_utc(row.slot))
             if self.on_lost is not None:
                 self.on_lost(row)
-        return True
 
     def check(self) -> None:
         """The heartbeat's look at an open store: still in place (else `state.unavailable`,
@@ -209,6 +214,10 @@ class StoreHealth:
         self._backoff = _BACKOFF_FIRST
         self.log.info("database.available", after_s=away)
         pending, self._unwritten = self._unwritten, []
+        self._replay(pending)
+
+    def _replay(self, pending: list[Callable[[Store], None]]) -> None:
+        """The ends of runs kept while the database was away, written now, in order."""
         for i, write in enumerate(pending):
             if self.store is None:
                 return
@@ -239,8 +248,12 @@ class StoreHealth:
 
     def _write_end(self, write: Callable[[Store], None]) -> None:
         """A run's end: with replicas, kept to write again when the database is back."""
-        written = self.write(write)
-        if written is FAILED and self.replica is not None and len(self._unwritten) < _UNWRITTEN:
+        if self.write(write) is FAILED:
+            self._keep(write)
+
+    def _keep(self, write: Callable[[Store], None]) -> None:
+        """A run's end not written: with replicas, kept to write when the database is back."""
+        if self.replica is not None and len(self._unwritten) < _UNWRITTEN:
             self._unwritten.append(write)
 
     def mark(self, key: str, value: str) -> None:

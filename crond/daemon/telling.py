@@ -220,7 +220,8 @@ class _StoreOutbox:
         ]
 
     def done(self, ids: Sequence[int]) -> None:
-        self.recorder.write(lambda store: store.outbox_done(ids))
+        done = list(ids)
+        self.recorder.send(lambda store: store.outbox_done(done))
 
 
 def _kind(text: str) -> Literal["notify", "ping"]:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -159,6 +161,19 @@ class Connection:
     def close(self) -> None:
         self._closed = True
         self._drop()
+
+    def cut(self) -> None:
+        """From any thread: shut the connection's socket down, so that a call waiting on a
+        server that does not answer returns at once, the connection broken (the next call
+        connects again). docs/design.md, "The store off the loop"."""
+        conn = self._conn
+        if conn is None or conn.closed:
+            return
+        with (
+            contextlib.suppress(OSError, psycopg.Error),
+            socket.socket(fileno=os.dup(conn.pgconn.socket)) as dup,
+        ):
+            dup.shutdown(socket.SHUT_RDWR)
 
     def _summaries_lost(self, cur: psycopg.Cursor[Any], rows: list[Any], now: datetime) -> None:
         """The summaries of attempts just closed as `lost` say so."""

@@ -4,6 +4,7 @@ one's when the database first answers at a beat."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import structlog
@@ -23,7 +24,7 @@ def taken(_aside: bool) -> Store:
     raise ReplicaTaken("replica r1 is taken")
 
 
-def test_a_beat_calls_the_cluster_and_on_taken_it_was_built_with() -> None:
+async def test_a_beat_calls_the_cluster_and_on_taken_it_was_built_with() -> None:
     clock = FakeClock(T0)
     log = structlog.get_logger()
     loop = Loop(
@@ -36,6 +37,10 @@ def test_a_beat_calls_the_cluster_and_on_taken_it_was_built_with() -> None:
         loop, recorder, Systemd({}), log, lambda: None, on_taken=refused.append,
         cluster=beats.append,
     )  # fmt: skip
-    heartbeat.beat(T0)
+    heartbeat.beat(T0)  # the open goes on off the loop (a replica's store)
+    assert recorder.opening is not None
+    await asyncio.wait({recorder.opening})
+    await asyncio.sleep(0)  # its done callbacks
+    recorder.close()
     assert [str(exc) for exc in refused] == ["replica r1 is taken"]
     assert beats == [T0]

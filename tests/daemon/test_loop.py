@@ -96,7 +96,7 @@ class FakeEffects:
             run.done.set()
         return run
 
-    def claim(
+    async def claim(
         self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Any], at: datetime
     ) -> Claims:
         refused = (self.prepare(list(starts), at) or {}) if starts and self.prepare else {}
@@ -677,14 +677,14 @@ async def test_trigger_starts_a_run_now_also_for_a_paused_or_disabled_job() -> N
         h.effects.prepare = lambda starts, at: prepared.append(([j.name for j, _ in starts], at))
         await h.run_until(T0 + timedelta(seconds=12))
         h.loop.pause("m", None)
-        run = h.loop.trigger("m")
+        run = await h.loop.trigger("m")
         assert isinstance(run, FakeRun)
         assert (run.job, run.slot) == ("m", T0 + timedelta(seconds=12))
         assert prepared == [(["m"], T0 + timedelta(seconds=12))]  # recorded as any start
-        disabled = h.loop.trigger("d")
+        disabled = await h.loop.trigger("d")
         assert isinstance(disabled, FakeRun)
         assert disabled.slot == T0 + timedelta(seconds=12)
-        assert h.loop.trigger("nope") == 'there is no job "nope"'
+        assert await h.loop.trigger("nope") == 'there is no job "nope"'
 
 
 async def test_trigger_follows_the_jobs_overlap() -> None:
@@ -694,16 +694,16 @@ async def test_trigger_follows_the_jobs_overlap() -> None:
     )
     async with harness(text, finish_at_once=False) as h:
         await h.settle()
-        first = h.loop.trigger("s")
+        first = await h.loop.trigger("s")
         assert isinstance(first, FakeRun)
-        assert h.loop.trigger("s") == "s has a run going and overlap: skip"
-        assert isinstance(h.loop.trigger("a"), FakeRun)
-        assert isinstance(h.loop.trigger("a"), FakeRun)
+        assert await h.loop.trigger("s") == "s has a run going and overlap: skip"
+        assert isinstance(await h.loop.trigger("a"), FakeRun)
+        assert isinstance(await h.loop.trigger("a"), FakeRun)
         assert h.loop.going.count() == 3
-        old = h.loop.trigger("r")
+        old = await h.loop.trigger("r")
         assert isinstance(old, FakeRun)
         h.clock.advance(timedelta(seconds=5))
-        pending = h.loop.trigger("r")
+        pending = await h.loop.trigger("r")
         assert isinstance(pending, Pending)
         assert old.stopped  # stopped first ...
         new = await asyncio.wait_for(pending.started(), 5)
@@ -716,7 +716,7 @@ async def test_trigger_is_refused_while_the_daemon_stops() -> None:
     async with harness(MINUTELY) as h:
         await h.settle()
         h.loop.stop()
-        assert h.loop.trigger("m") == "the daemon is stopping"
+        assert await h.loop.trigger("m") == "the daemon is stopping"
 
 
 async def test_kill_stops_a_jobs_runs_or_one_run_by_its_id() -> None:
@@ -745,7 +745,7 @@ async def test_a_jobs_max_running_skips_fires_beyond_it() -> None:
             ("2026-03-01T12:03:00Z", "max_running"),
             ("2026-03-01T12:04:00Z", "max_running"),
         ]
-        assert h.loop.trigger("a") == "a's max_running (2) is reached: 2 going"
+        assert await h.loop.trigger("a") == "a's max_running (2) is reached: 2 going"
         h.runs[0].done.set()
         await h.run_until(T0 + timedelta(minutes=5, seconds=1))
         assert h.starts()[2:] == [T0 + timedelta(minutes=5)]
@@ -763,8 +763,8 @@ async def test_a_burst_beyond_the_daemons_max_running_waits_first_come_first_ser
             {"job": "j2", "slot": slot, "running": 2},
             {"job": "j3", "slot": slot, "running": 2},
         ]
-        assert h.loop.trigger("j0") == "j0 has a run going and overlap: skip"
-        assert h.loop.trigger("j2") == "j2 has a run going and overlap: skip"  # queued
+        assert await h.loop.trigger("j0") == "j0 has a run going and overlap: skip"
+        assert await h.loop.trigger("j2") == "j2 has a run going and overlap: skip"  # queued
         h.clock.advance(timedelta(seconds=20))
         h.runs[1].done.set()  # a place frees: the first queued run takes it
         await h.settle()
@@ -791,8 +791,8 @@ async def test_triggered_runs_count_toward_the_daemons_max_running() -> None:
     async with harness(text, finish_at_once=False) as h:
         h.loop.limit(1)
         await h.settle()
-        assert isinstance(h.loop.trigger("b"), FakeRun)
-        assert h.loop.trigger("a") == "the daemon's max_running (1) is reached: 1 going"
+        assert isinstance(await h.loop.trigger("b"), FakeRun)
+        assert await h.loop.trigger("a") == "the daemon's max_running (1) is reached: 1 going"
         await h.run_until(T0 + timedelta(minutes=1))
         assert [r.job for r in h.runs] == ["b"]
         assert h.events.named("job.queued") == [

@@ -6,11 +6,13 @@ tests/e2e/test_replicas.py runs the real thing with real replicas and a real Pos
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from crond.config.loaded import LoadedJob
-from crond.schedule.actions import Refusal
+from crond.schedule.actions import Claims, Refusal
 from tests.daemon.test_loop import T0, harness
 
 
@@ -155,12 +157,12 @@ async def test_a_trigger_without_a_claim_is_refused_and_says_why() -> None:
         h.effects.prepare = db.prepare
         await h.settle()
         db.down = True
-        assert h.loop.trigger("a") == (
+        assert await h.loop.trigger("a") == (
             "the database is unavailable, and no run starts without a claim"
         )
         db.down = False
         db.busy.add("a")
-        assert h.loop.trigger("a") == "a has a run going on another replica and overlap: skip"
+        assert await h.loop.trigger("a") == "a has a run going on another replica and overlap: skip"
         assert h.runs == []
 
 
@@ -196,3 +198,41 @@ async def test_a_jobs_own_max_running_claims_nothing_so_another_replica_may_run_
         assert [kw["reason"] for kw in h.events.named("job.skipped")] == ["max_running"]
         assert asked == []  # and not claimed: a replica with room may claim and run it
         assert ("a", SLOT + MINUTE) not in db.claims
+
+
+async def test_while_a_wake_awaits_its_claims_the_core_is_its_own_and_no_slot_is_lost() -> None:
+    """With replicas a wake's claims are awaited (the database off the loop): meanwhile a
+    trigger waits for the loop's lock, and the slots that fall due meanwhile are the next
+    wake's (docs/design.md, "The store off the loop")."""
+    async with harness("jobs:\n  a: {every: 1m, overlap: allow, command: x}\n") as h:
+        answer = asyncio.Event()
+        claimed: list[list[datetime]] = []
+        slow = h.effects.claim
+
+        async def claim(starts: Any, told: Any, at: datetime) -> Claims:
+            claimed.append([slot for _, slot in starts])
+            if len(claimed) == 1:
+                await answer.wait()  # the database takes its time
+            return await slow(starts, told, at)
+
+        h.effects.claim = claim  # type: ignore[method-assign]
+        await h.run_until(SLOT - timedelta(seconds=1))
+        h.clock.set(SLOT)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert claimed == [[SLOT]]
+        assert h.runs == []  # the wake awaits its claims
+        trigger = asyncio.ensure_future(h.loop.trigger("a"))
+        h.clock.set(SLOT + MINUTE + timedelta(seconds=1))  # a slot falls due meanwhile
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not trigger.done()  # the core is the wake's until it is done
+        assert h.loop.lock.locked()
+        answer.set()
+        ran = await trigger
+        await h.settle()
+        assert claimed[:2] == [[SLOT], [SLOT + MINUTE + timedelta(seconds=1)]]
+        assert h.runs[0].slot == SLOT
+        assert h.runs[1] is ran
+        await h.run_until(SLOT + MINUTE + timedelta(seconds=2))
+        assert h.starts() == [SLOT, SLOT + MINUTE + timedelta(seconds=1), SLOT + MINUTE]

@@ -25,7 +25,7 @@ import textwrap
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -546,3 +546,38 @@ class FaultSoak:
             )
             for r in rows
         ]
+
+
+# --- a database that stops answering ------------------------------------------------------
+
+
+def _server_pids(server: pg.Server) -> list[int]:
+    """The postmaster (from its pid file) and every process it forked (from /proc)."""
+    head = (server.directory / "data" / "postmaster.pid").read_text().split("\n", 1)[0]
+    postmaster = int(head)
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2 :].split()[1]) == postmaster:
+            children.append(int(entry.name))
+    return [postmaster, *children]
+
+
+@contextlib.contextmanager
+def frozen(server: pg.Server) -> Iterator[None]:
+    """The server's processes stopped (connections open, nothing answered), and always
+    continued again, whatever happens in between."""
+    pids = _server_pids(server)
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        yield
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)

@@ -906,7 +906,7 @@ def test_the_recorder_degrades_recovers_and_reopens_any_store() -> None:
 
     clock.mono = 20.0  # a heartbeat or two later
     opened[0].failing = base.StateError("disk full")
-    recorder.prepare([base.Start("j", "r1", T0)], started=T0)
+    asyncio.run(recorder.prepare([base.Start("j", "r1", T0)], started=T0))
     recorder.mark("k", "v")
     clock.mono = 25.0
     recorder.mark("k", "v")
