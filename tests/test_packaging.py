@@ -35,7 +35,7 @@ from tests.e2e.harness import eventually
 pytestmark = [
     pytest.mark.timeout(300),  # pip and pipx install from the package index
     # Under `make test`'s workers (--dist loadgroup), this file's tests stay on one worker:
-    # the module's `image` is built once, not once per worker that runs one of its tests.
+    # the `image` is built once, not once per worker that runs one of its tests.
     pytest.mark.xdist_group("packaging"),
     pytest.mark.skipif(os.geteuid() != 0, reason="the image's `install -o 10001` needs root"),
 ]
@@ -189,7 +189,9 @@ def run_line(image: Image, line: str, stage: str) -> None:
     assert result.returncode == 0, f"RUN {command}\n{result.stdout}\n{result.stderr}"
 
 
-@pytest.fixture(scope="module")
+# Once per worker: with scope="module" it was built again (pip and all, ~16 s) whenever the
+# worker ran another file's test between two of these, which --dist loadgroup does.
+@pytest.fixture(scope="session")
 def image(tmp_path_factory: pytest.TempPathFactory) -> Image:
     tmp = tmp_path_factory.mktemp("image")
     venv = tmp / "python"  # stands in for the image's Python; pip comes from outside
