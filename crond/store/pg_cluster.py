@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -205,12 +205,13 @@ class ClusterRows(Connection):
 
     def _prune_kills(self, cur: psycopg.Cursor[Any]) -> None:
         """Kill requests and resumes an hour old: every live replica has polled them."""
-        before = datetime.now(UTC) - KILL_KEEP
         cur.execute(
-            "DELETE FROM crond_kills WHERE cluster = %s AND requested < %s", (self.cluster, before)
+            "DELETE FROM crond_kills WHERE cluster = %s AND requested < now() - %s",
+            (self.cluster, KILL_KEEP),
         )
         cur.execute(
-            "DELETE FROM crond_resumes WHERE cluster = %s AND resumed < %s", (self.cluster, before)
+            "DELETE FROM crond_resumes WHERE cluster = %s AND resumed < now() - %s",
+            (self.cluster, KILL_KEEP),
         )
 
     def resume_many(self, jobs: Sequence[str], by: str, now: datetime) -> None:

@@ -160,16 +160,17 @@ class PostgresStore(Claiming, Pauses, Outbox, ClusterRows, Reads):
         """Claims older than `claim_keep` pruned, a batch at a time; kill requests older
         than an hour; replicas silent for a week (each pod of a Deployment ever started
         leaves one; their runs were closed as lost by the others long before)."""
-        before = datetime.now(UTC) - self.claim_keep
+        # Ages by the database's clock (the one every replica's skew is measured against):
+        # the daemon reads time only through its Clock, and this is no schedule's.
         with self._transaction() as cur:
             cur.execute(
-                "DELETE FROM crond_replicas WHERE cluster = %s AND last_beat < %s",
-                (self.cluster, datetime.now(UTC) - REPLICA_KEEP),
+                "DELETE FROM crond_replicas WHERE cluster = %s AND last_beat < now() - %s",
+                (self.cluster, REPLICA_KEEP),
             )
             cur.execute(
                 "DELETE FROM crond_claims WHERE ctid = ANY(ARRAY(SELECT ctid FROM crond_claims "
-                "WHERE cluster = %s AND slot < %s LIMIT %s))",
-                (self.cluster, before, _PRUNE_BATCH),
+                "WHERE cluster = %s AND slot < now() - %s LIMIT %s))",
+                (self.cluster, self.claim_keep, _PRUNE_BATCH),
             )
             self._prune_kills(cur)
 
