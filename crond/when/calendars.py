@@ -197,7 +197,8 @@ class Window:
 class Calendar:
     """A named calendar. `sources` and `include` add days, `exclude` removes them; with
     neither sources nor includes, the calendar starts from every day. `windows` are its
-    own timed windows; those of included calendars join them."""
+    own timed windows; those of included calendars join them. A calendar of `except`
+    alone starts from every day; one of windows alone has no days."""
 
     name: str
     sources: Sequence[Source] = ()
@@ -211,7 +212,7 @@ class Calendar:
         if bits is None:
             if year < 1 or year > _YEAR_MAX:
                 return 0
-            if self.sources or self.include:
+            if self.sources or self.include or self.windows:
                 bits = 0
                 for source in self.sources:
                     bits |= source.mask(year)
