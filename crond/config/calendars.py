@@ -144,6 +144,14 @@ class WindowDef(FrozenModel):
         return self
 
 
+def _closest(code: str, codes: list[str]) -> list[str]:
+    """The code meant: of two-letter codes, those that share a letter in place first
+    ("BZ" is "BY" before "HB")."""
+    upper = code.upper()
+    same = [c for c in codes if any(a == b for a, b in zip(c.upper(), upper, strict=False))]
+    return close_matches(upper, same, cutoff=0.5) or close_matches(upper, codes, cutoff=0.5)
+
+
 def _countries() -> dict[str, list[str]]:
     import holidays  # noqa: PLC0415  (only for files that name a country)
 
@@ -181,7 +189,7 @@ class CalendarDef(FrozenModel):
     def _country(cls, value: str | None) -> str | None:
         if value is not None and value not in _countries():
             codes = sorted(_countries())
-            close = close_matches(value.upper(), codes, cutoff=0.5)
+            close = _closest(value.upper(), codes)
             hint = f'did you mean "{close[0]}"?' if close else "an ISO 3166 code such as DE, US"
             raise PydanticCustomError(
                 "crond", f"{show(value)} is not a country the holidays package knows ({hint})"
@@ -201,7 +209,7 @@ class CalendarDef(FrozenModel):
             elif self.holidays in _countries():
                 known = _countries()[self.holidays]
                 if self.subdiv not in known:
-                    close = close_matches(self.subdiv, known, cutoff=0.5)
+                    close = _closest(self.subdiv, known)
                     listed = ", ".join(known[:20]) or "none"
                     hint = f'did you mean "{close[0]}"?' if close else f"known: {listed}"
                     field_error(
