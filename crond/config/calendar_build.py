@@ -17,7 +17,7 @@ from pathlib import Path
 from crond.config import places
 from crond.config.calendar_ics import IcsError, read_ics
 from crond.config.calendars import CalendarDef, parse_dates, parse_weekdays
-from crond.config.loaded import LoadedConfig
+from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.config.model import Config, Job
 from crond.config.problems import Problem
 from crond.config.wording import close_matches, quote
@@ -56,22 +56,25 @@ def build(
         maker.make(name)
     if built.problems:
         return built
-    shared: dict[tuple[object, ...], DayRules] = {}
+    shared: dict[tuple[object, ...], tuple[DayRules, str]] = {}
     for job_name, job in config.jobs.items():
         skips = _skips(job)
         if job.days is None and not skips and job.nth_day is None:
             continue
         roll = None if job.roll is None else job.roll.value
         key = (job.days, tuple(skips), job.nth_day, roll)
-        rules = shared.get(key)
-        if rules is None:
+        known = shared.get(key)
+        if known is None:
             days = maker.made[job.days] if job.days is not None else None
             skip = tuple(maker.made[s] for s in skips)
-            rules = shared[key] = DayRules(days, skip, job.nth_day, roll)
-        built.rules[job_name] = rules
-        used = sorted({*skips, *([job.days] if job.days else [])})
-        digest = [_closure_digest(u, defs, maker.digests) for u in used]
-        built.keys[job_name] = hashlib.sha256(json.dumps([key, digest]).encode()).hexdigest()
+            used = sorted({*skips, *([job.days] if job.days else [])})
+            digest = [_closure_digest(u, defs, maker.digests) for u in used]
+            text = json.dumps([key, digest]).encode()
+            known = shared[key] = (
+                DayRules(days, skip, job.nth_day, roll),
+                hashlib.sha256(text).hexdigest(),
+            )
+        built.rules[job_name], built.keys[job_name] = known
     return built
 
 
@@ -105,12 +108,16 @@ def _references(config: Config, source: places.Source, filename: str, built: Bui
                 unknown(ref, ("jobs", job_name, "skip", *at))
 
 
-def _closure_digest(name: str, defs: Mapping[str, CalendarDef], digests: Mapping[str, str]) -> str:
+def _closure_digest(name: str, defs: Mapping[str, CalendarDef], digests: dict[str, str]) -> str:
+    done = digests.get("\0" + name)
+    if done is not None:
+        return done
     parts = [digests.get(name, "")]
     cal = defs[name]
     for ref in [*(cal.include or []), *(cal.except_ or [])]:
         parts.append(_closure_digest(ref, defs, digests))
-    return hashlib.sha256("".join(parts).encode()).hexdigest()
+    done = digests["\0" + name] = hashlib.sha256("".join(parts).encode()).hexdigest()
+    return done
 
 
 def _cycles(
@@ -196,20 +203,41 @@ class _Maker:
         return made
 
 
+def _same_days(job: LoadedJob) -> tuple[object, ...] | None:
+    """What decides whether a cron job without jitter or timed windows fires within the
+    horizon: its rules, its zone and the days its expression matches (and for a
+    wildcard job, its hours: a DST gap can hold all of a day's). Jobs alike in these
+    are asked once (10,000 jobs at varied times of a few calendars: a few questions)."""
+    expr, rules = job.cron_expr, job.day_rules
+    if expr is None or rules is None or job.settings.jitter or rules.windows_of_skip():
+        return None
+    fields = (expr.resolved or expr.source).split()
+    if len(fields) != 5:  # a macro
+        return (id(rules), job.zone, *fields)
+    return (id(rules), job.zone, *fields[2:], expr.wildcard and fields[1])
+
+
 def no_fire(
     loaded: LoadedConfig, now: datetime, source: places.Source, filename: str
 ) -> list[Problem]:
     """The enabled jobs whose calendars leave them no fire in the next HORIZON_YEARS
     years, each at the calendar field that removes its fires."""
     found = []
+    answers: dict[tuple[object, ...], bool] = {}
     for name, job in loaded.jobs.items():
         if job.day_rules is None or not job.settings.enabled or job.reboot:
             continue
-        if job.make_timing().next_after(now) is not None:
+        key = _same_days(job)
+        fires = answers.get(key) if key is not None else None
+        if fires is None:
+            fires = job.make_timing().next_after(now) is not None
+            if key is not None:
+                answers[key] = fires
+        if fires:
             continue
         settings = job.settings
-        key = "days" if settings.days else "nth_day" if settings.nth_day else "skip"
-        path = ("jobs", name, key)
+        field = "days" if settings.days else "nth_day" if settings.nth_day else "skip"
+        path = ("jobs", name, field)
         message = (
             f"no fire in the next {HORIZON_YEARS} years: the calendars of days, skip and "
             f"nth_day leave none of {job.schedule_text}'s fires (from {now:%Y-%m-%d})"

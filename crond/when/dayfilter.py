@@ -27,6 +27,7 @@ HORIZON_YEARS = 10  # how far ahead a next fire is looked for (docs/schedules.md
 ROLL_DAYS = 31  # how far `roll` moves a fire at most
 _BACK = timedelta(hours=4)  # a local day starts within this of its midnight's instant
 _US = timedelta(microseconds=1)
+_ONE = timedelta(days=1)
 
 
 @dataclass(eq=False)
@@ -56,6 +57,19 @@ class DayRules:
     def good(self, day: date) -> bool:
         return bool(self.good_mask(day.year) >> (day.toordinal() - year_start(day.year)) & 1)
 
+    def all_good(self, lo: date, hi: date) -> bool:
+        """Whether every day from lo to hi (both included) is good."""
+        while lo <= hi:
+            year = lo.year
+            last = min(hi, date(year, 12, 31))
+            first_bit = lo.toordinal() - year_start(year)
+            n = last.toordinal() - lo.toordinal() + 1
+            want = (1 << n) - 1
+            if self.good_mask(year) >> first_bit & want != want:
+                return False
+            lo = last + timedelta(days=1)
+        return True
+
     def find(self, day: date, *, forward: bool = True) -> date | None:
         return find_day(self.good_mask, day, forward=forward, years=HORIZON_YEARS)
 
@@ -69,6 +83,10 @@ class DayRules:
         which = "last" if self.nth_day == -1 else f"nth_day {self.nth_day}"
         of = f" of {self.days.name}" if self.days is not None else ""
         return f"not the {which} day{of} in its month"
+
+    def windows_of_skip(self) -> bool:
+        """Whether a skip calendar holds timed windows."""
+        return any(other.all_windows() for other in self.skip)
 
     def windows(self, zone: tzinfo) -> tuple[list[datetime], list[tuple[datetime, str]]]:
         """The skip calendars' windows in `zone`: starts (sorted) and (end, label)."""
@@ -149,6 +167,13 @@ class CalendarTiming:
     def _rolled_after(self, t: datetime) -> Fire | None:
         rules, forward = self.rules, self.rules.roll == "next"
         first = t.astimezone(self.zone).date() - timedelta(days=1)
+        plain = self.inner.next_after(t)
+        if plain is None:
+            return None
+        # The usual case: no bad day near, so nothing rolls in before the plain fire.
+        day = plain.local.date()
+        if day - first < timedelta(days=ROLL_DAYS) and rules.all_good(first, day + _ONE):
+            return plain if self._in_window(plain.at) is None else self._after_window(plain)
         limit = first + timedelta(days=366 * HORIZON_YEARS)
         good = rules.find(first)
         while good is not None and good <= limit:
@@ -161,6 +186,11 @@ class CalendarTiming:
                 return min(found)
             good = rules.find(good + timedelta(days=1))
         return None
+
+    def _after_window(self, fire: Fire) -> Fire | None:
+        window = self._in_window(fire.at)
+        assert window is not None
+        return self._rolled_after(max(fire.at, window[0] - _US))
 
     def _onto(self, good: date, forward: bool) -> list[Fire]:
         """The fires that end on the good day `good`: its own, and those of the days
