@@ -230,7 +230,10 @@ class CalendarTiming:
                 else:
                     lo = mid
             at = hi.replace(microsecond=0)
-            note = f"rolled from {fire.local:%Y-%m-%d}; {fire.local:%H:%M} skipped by DST (R4)"
+            note = (
+                f"rolled from {fire.local:%Y-%m-%d}; {fire.local:%H:%M} skipped by DST; "
+                "runs at the jump (R4)"
+            )
         else:
             note = f"rolled from {fire.local:%Y-%m-%d}"
         return Fire(at, at.astimezone(self.zone), note)
