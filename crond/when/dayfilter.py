@@ -156,6 +156,23 @@ class CalendarTiming:
                 continue
             return fire
 
+    def removed(self, after: datetime, until: datetime, limit: int) -> list[Removed]:
+        """The plain fires in (after, until] the calendars take away (a rolled fire is
+        shown where it lands instead), at most `limit`: for `crond next --all`."""
+        found: list[Removed] = []
+        for fire in self.inner.fires(after):
+            if fire.at > until or len(found) >= limit:
+                break
+            day = fire.local.date()
+            if not self.rules.good(day):
+                if self.rules.roll is None:
+                    found.append(Removed(fire, self.rules.why_not(day)))
+                continue
+            window = self._in_window(fire.at)
+            if window is not None:
+                found.append(Removed(fire, f"skipped: {window[1]}"))
+        return found
+
     def fires(self, after: datetime) -> Iterator[Fire]:
         t = after
         while (fire := self.next_after(t)) is not None:

@@ -154,3 +154,29 @@ def test_payroll_with_the_crond_binary(tmp_path: Path) -> None:
     ]
     ok = subprocess.run([crond, "validate", str(f)], capture_output=True, text=True, check=False)
     assert (ok.returncode, ok.stdout.strip()) == (0, f"{f}: 1 job OK")
+
+
+def test_next_all_lists_the_removed_fires_with_the_holiday(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        textwrap.dedent("""\
+            timezone: Europe/Berlin
+            calendars:
+              de-holidays: {holidays: DE, subdiv: BY}
+              freeze: {windows: [{from: 2026-12-30T08:00, until: 2026-12-30T10:00}]}
+            jobs:
+              daily: {cron: "0 9 * * *", skip: [de-holidays, freeze], command: x}
+            """)
+    )
+    crond = str(Path(sys.executable).parent / "crond")
+    args = [crond, "next", str(f), "--from", "2026-12-23T00:00:00Z", "-n", "6"]
+    shown = subprocess.run([*args, "--all"], capture_output=True, text=True, check=True)
+    assert shown.stdout.endswith(
+        "removed by calendars:\n"
+        "daily  2026-12-25 09:00 skipped: de-holidays (Christmas Day)\n"
+        "daily  2026-12-26 09:00 skipped: de-holidays (Second Day of Christmas)\n"
+        "daily  2026-12-30 09:00 skipped: freeze\n"
+    )
+    plain = subprocess.run(args, capture_output=True, text=True, check=True)
+    assert "removed" not in plain.stdout
+    assert "2026-12-25" not in plain.stdout
