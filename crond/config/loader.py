@@ -219,27 +219,20 @@ def _validated(
         problems += problems_from_validation(exc, source, filename, data)
         config = None
     problems += check_names(data.get("jobs"), source, filename)
-    problems += check_names(data.get("notifiers"), source, filename, "notifiers")
+    for where in ("notifiers", "calendars"):
+        problems += check_names(data.get(where), source, filename, where)
     problems += check_subscriptions(
         data.get("notifiers"), jobs, data.get("defaults"), source, filename
     )
-    problems += check_names(data.get("calendars"), source, filename, "calendars")
     if problems or config is None:
         raise ConfigError(capped(problems, filename))
-    built = _calendars(config, source, filename, context)
     unused_problems = [
         Problem.at(filename, source.locate(path, key=True), path, message)
         for path, message in itertools.islice(unused, MAX_PROBLEMS + 1)
     ]
     unused_problems += [Problem.at(filename, source.locate(p), p, m) for p, m in password]
     warnings = capped([*([] if context.strict else unset_problems), *unused_problems], filename)
-    loaded = _loaded(
-        config, source, filename, crons, environ=context.environ, env_warnings=warnings, built=built
-    )
-    never = calendar_build.no_fire(loaded, context.now, source, filename)
-    if never:
-        raise ConfigError(capped(never, filename))
-    return loaded
+    return _loaded(config, source, filename, crons, context, env_warnings=warnings)
 
 
 def _calendars(
@@ -253,6 +246,16 @@ def _calendars(
     if built.problems:
         raise ConfigError(capped(built.problems, filename))
     return built
+
+
+def _firing(
+    loaded: LoadedConfig, source: places.Source, filename: str, context: _Context
+) -> LoadedConfig:
+    """`loaded`, unless a job's calendars leave it no fire within 10 years."""
+    never = calendar_build.no_fire(loaded, context.now, source, filename)
+    if never:
+        raise ConfigError(capped(never, filename))
+    return loaded
 
 
 def _unset_problems(
@@ -302,16 +305,17 @@ def _loaded(
     source: places.Source,
     filename: str,
     crons: dict[str, CronExpr],
+    context: _Context,
     *,
-    environ: Mapping[str, str],
     env_warnings: list[Problem],
-    built: calendar_build.Built,
 ) -> LoadedConfig:
     """Each job with its name, parsed `cron` and expanded `ping`, the notifiers ready to
     send, and the cron lines' places."""
     # Only the places of the cron lines validate may warn of outlive the load: the whole
     # location map of a 10,000-job file is tens of MB the daemon does not need, and the
     # marks of 10,000 UTC jobs 1.2 MB of its idle RSS (docs/performance.md).
+    built = _calendars(config, source, filename, context)
+    environ = context.environ
     cron_marks: dict[str, places.Mark] = {}
     jobs: dict[str, LoadedJob] = {}
     for name, job in config.jobs.items():
@@ -330,7 +334,8 @@ def _loaded(
     specs = {
         name: notifier_spec(name, notifier, environ) for name, notifier in config.notifiers.items()
     }
-    return LoadedConfig(filename, config, jobs, cron_marks, specs, env_warnings)
+    whole = LoadedConfig(filename, config, jobs, cron_marks, specs, env_warnings)
+    return _firing(whole, source, filename, context)
 
 
 def _share_fields_sets(config: Config) -> None:
