@@ -180,3 +180,70 @@ def test_next_all_lists_the_removed_fires_with_the_holiday(tmp_path: Path) -> No
     plain = subprocess.run(args, capture_output=True, text=True, check=True)
     assert "removed" not in plain.stdout
     assert "2026-12-25" not in plain.stdout
+
+
+ICS = """\
+BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//test//EN
+BEGIN:VEVENT
+UID:1
+DTSTART;VALUE=DATE:20260610
+DTEND;VALUE=DATE:20260612
+SUMMARY:Offsite
+END:VEVENT
+BEGIN:VEVENT
+UID:2
+DTSTART:20260615T083000Z
+DTEND:20260615T093000Z
+SUMMARY:Migration
+END:VEVENT
+BEGIN:VEVENT
+UID:3
+DTSTART;VALUE=DATE:20260601
+DTEND;VALUE=DATE:20260602
+RRULE:FREQ=WEEKLY;COUNT=3
+SUMMARY:Monday freeze
+END:VEVENT
+END:VCALENDAR
+"""
+
+
+def ics_job(tmp_path: Path, ics: str) -> str:
+    path = tmp_path / "off.ics"
+    path.write_text(ics.replace("\n", "\r\n"))
+    return f"""\
+        calendars:
+          blackout: {{ics: {path}}}
+        jobs:
+          daily: {{cron: "0 9 * * *", skip: [blackout], command: x}}
+        """
+
+
+def test_an_ics_file_skips_its_days_and_its_timed_events(tmp_path: Path) -> None:
+    cfg = loader.loads(textwrap.dedent(ics_job(tmp_path, ICS)), "s.yaml", environ={}, now=NOW)
+    timing = cfg.jobs["daily"].make_timing()
+    days = []
+    for fire in timing.fires(NOW):
+        if fire.at.month > 6:
+            break
+        days.append(fire.at.day)
+    # Mondays 1, 8, 15 (weekly, 3 times); 10 and 11 (DTEND excluded); 15 at 09:00Z is
+    # after the migration (08:30-09:30Z)? No: inside it.
+    assert days == [d for d in range(2, 31) if d not in (8, 10, 11, 15)]
+
+
+def test_an_ics_file_with_too_many_events_is_refused_at_its_line(tmp_path: Path) -> None:
+    endless = ICS.replace("FREQ=WEEKLY;COUNT=3", "FREQ=MINUTELY")
+    found = problems(ics_job(tmp_path, endless))
+    assert len(found) == 1
+    assert found[0].startswith("s.yaml:2:19: calendars.blackout.ics: ")
+    assert "more than 10,000 events" in found[0]
+
+
+def test_a_missing_ics_file_is_located(tmp_path: Path) -> None:
+    text = ics_job(tmp_path, ICS).replace("off.ics", "gone.ics")
+    found = problems(text)
+    assert len(found) == 1
+    assert found[0].startswith("s.yaml:2:19: calendars.blackout.ics: ")
+    assert "no such file" in found[0]
