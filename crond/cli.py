@@ -124,6 +124,9 @@ def schema() -> None:
     click.echo(json.dumps(model.json_schema(), indent=2))
 
 
+_REMOVED = 100  # fires `next --all` lists as removed, at most, a job
+
+
 @main.command(name="next")
 @click.argument("file", type=_FILE_OR_STDIN)
 @click.option("--job", "jobs", multiple=True, metavar="NAME", help="Only this job (repeatable).")
@@ -143,8 +146,20 @@ def schema() -> None:
     help="Start after this instant (ISO-8601 with offset; default now).",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also list the fires calendars removed, with the calendar and the holiday.",
+)
 def next_(
-    file: str, jobs: tuple[str, ...], count: int, start: datetime | None, as_json: bool
+    file: str,
+    jobs: tuple[str, ...],
+    count: int,
+    *,
+    start: datetime | None,
+    as_json: bool,
+    show_all: bool,
 ) -> None:
     """Preview the next fires of each job, in order (`-`: FILE on standard input)."""
     from crond.config import loader  # noqa: PLC0415  (keeps `validate` start-up lean)
@@ -165,10 +180,14 @@ def next_(
     }
     # The rows are built with the collector paused, as a load is (loader.gc_paused): 10,000
     # jobs give 50,000 rows that live until printed, and no cycles.
+    after = start or SystemClock().now()
     with loader.gc_paused():
-        rows = preview.next_fires(selected, start or SystemClock().now(), count)
+        rows = preview.next_fires(selected, after, count)
+        removed = preview.removed_lines(selected, rows, after, _REMOVED) if show_all else []
         if as_json:
             click.echo(preview.format_json_lines(rows))
+            for line in removed:
+                click.echo(json.dumps({"removed": line}))
             return
         limits = {name: cfg.jobs[name].settings.max_running for name in selected}
         notes = preview.limit_notes(limits, cfg.daemon.max_running)
@@ -178,6 +197,9 @@ def next_(
             if (expr := cfg.jobs[name].cron_expr) is not None and expr.resolved
         }
         notes = [*preview.hash_notes(hashed), *notes]
+        if show_all:
+            notes.append("removed by calendars:" if removed else "removed by calendars: none")
+            notes += removed
         click.echo(preview.format_table(rows, notes))
 
 

@@ -21,6 +21,7 @@ from crond.config.problems import Problem
 from crond.config.secrets import expand, references
 from crond.when import cronforms, timing
 from crond.when.cronexpr import CronExpr
+from crond.when.dayfilter import CalendarTiming, DayRules
 from crond.when.timeline import steady_offset
 from crond.when.zones import get_zone
 
@@ -36,6 +37,10 @@ class LoadedJob:
     cron_expr: CronExpr | None = field(default=None, compare=False)  # `settings.cron`, parsed
     # `settings.ping` with its ${NAME}s expanded: a secret, never shown (repr too).
     ping: str | None = field(default=None, compare=False, repr=False)
+    # `days`, `skip`, `nth_day`, `roll` resolved (docs/schedules.md, "Calendars"), and a
+    # digest of the calendars they use: a reload re-times the job when they change.
+    day_rules: DayRules | None = field(default=None, compare=False, repr=False)
+    calendars_key: str = ""
 
     @property
     def zone(self) -> ZoneInfo:
@@ -50,12 +55,17 @@ class LoadedJob:
         """The job's schedule as a Timing (when/timing.py), its jitter included."""
         settings = self.settings
         offset = timing.jitter_offset(self.name, settings.jitter)
+        inner: timing.Timing
         if self.cron_expr is not None:
             if self.cron_expr.reboot:
                 return timing.RebootTiming()
-            return timing.CronTiming(self.cron_expr, self.zone, offset)
-        assert settings.every is not None  # a job has cron or every (model.Job._shape)
-        return timing.IntervalTiming(settings.every, settings.anchor, offset)
+            inner = timing.CronTiming(self.cron_expr, self.zone, offset)
+        else:
+            assert settings.every is not None  # a job has cron or every (model.Job._shape)
+            inner = timing.IntervalTiming(settings.every, settings.anchor, offset)
+        if self.day_rules is None:
+            return inner
+        return CalendarTiming(inner, self.day_rules, self.zone)
 
     @property
     def warned_at_cron(self) -> bool:

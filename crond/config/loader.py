@@ -18,13 +18,15 @@ import itertools
 import os
 import sys
 from collections.abc import Iterator, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from crond import ownership
-from crond.config import database, model, notifiers, places, yamlsource
+from crond.clock import SystemClock
+from crond.config import calendar_build, database, model, notifiers, places, yamlsource
 from crond.config.defaults import defaults_too_big, file_zone, good_defaults, merge_all
 from crond.config.loaded import LoadedConfig, LoadedJob, notifier_spec
 from crond.config.model import Config
@@ -64,7 +66,7 @@ def load_file(
     except UnicodeDecodeError as exc:
         message = f"not UTF-8 text (byte {exc.start})"
         raise ConfigError([Problem(name, 0, 0, "", message)]) from None
-    loaded = loads(text, name, environ=environ, strict=strict)
+    loaded = loads(text, name, environ=environ, strict=strict, enforce=enforce)
     if enforce:
         _check_socket(loaded, name)
     return loaded, hashlib.sha256(raw).hexdigest()
@@ -109,6 +111,8 @@ def loads(
     *,
     environ: Mapping[str, str] | None = None,
     strict: bool = False,
+    enforce: bool = False,
+    now: datetime | None = None,
 ) -> LoadedConfig:
     """Parse and validate a schedules file's text; raise ConfigError with every problem.
 
@@ -117,8 +121,13 @@ def loads(
     `strict` (`crond run`: a notifier without its token would fail at the worst time);
     otherwise a warning in `env_warnings`, the text kept as written (`crond validate`
     on a machine without the secrets). A replica setting that changes nothing, for want
-    of a database (docs/replicas.md), is a warning there too, strict or not."""
-    context = _Context(os.environ if environ is None else environ, strict)
+    of a database (docs/replicas.md), is a warning there too, strict or not.
+
+    `enforce`: an `ics` calendar's file is read by the ownership rule, as the file is
+    (load_file's). `now` (default: the clock's): a job whose calendars leave it no fire
+    within 10 years of it is refused."""
+    when = SystemClock().now() if now is None else now
+    context = _Context(os.environ if environ is None else environ, strict, enforce, when)
     with gc_paused():
         first = yamlsource.parse(text, keep=_KEPT_PLACES)
         if not first.problems:  # with problems, the pass below finds them, located
@@ -134,6 +143,8 @@ def loads(
 class _Context(NamedTuple):
     environ: Mapping[str, str]
     strict: bool
+    enforce: bool
+    now: datetime
 
 
 @contextlib.contextmanager
@@ -208,7 +219,8 @@ def _validated(
         problems += problems_from_validation(exc, source, filename, data)
         config = None
     problems += check_names(data.get("jobs"), source, filename)
-    problems += check_names(data.get("notifiers"), source, filename, "notifiers")
+    for where in ("notifiers", "calendars"):
+        problems += check_names(data.get(where), source, filename, where)
     problems += check_subscriptions(
         data.get("notifiers"), jobs, data.get("defaults"), source, filename
     )
@@ -220,7 +232,30 @@ def _validated(
     ]
     unused_problems += [Problem.at(filename, source.locate(p), p, m) for p, m in password]
     warnings = capped([*([] if context.strict else unset_problems), *unused_problems], filename)
-    return _loaded(config, source, filename, crons, environ=context.environ, env_warnings=warnings)
+    return _loaded(config, source, filename, crons, context, env_warnings=warnings)
+
+
+def _calendars(
+    config: Config, source: places.Source, filename: str, context: _Context
+) -> calendar_build.Built:
+    """The jobs' calendars (docs/schedules.md), or ConfigError: the first pass keeps no
+    places, so a mistake there makes the file be read again, located."""
+    built = calendar_build.build(
+        config, source, filename, enforce=context.enforce, today=context.now.date()
+    )
+    if built.problems:
+        raise ConfigError(capped(built.problems, filename))
+    return built
+
+
+def _firing(
+    loaded: LoadedConfig, source: places.Source, filename: str, context: _Context
+) -> LoadedConfig:
+    """`loaded`, unless a job's calendars leave it no fire within 10 years."""
+    never = calendar_build.no_fire(loaded, context.now, source, filename)
+    if never:
+        raise ConfigError(capped(never, filename))
+    return loaded
 
 
 def _unset_problems(
@@ -270,8 +305,8 @@ def _loaded(
     source: places.Source,
     filename: str,
     crons: dict[str, CronExpr],
+    context: _Context,
     *,
-    environ: Mapping[str, str],
     env_warnings: list[Problem],
 ) -> LoadedConfig:
     """Each job with its name, parsed `cron` and expanded `ping`, the notifiers ready to
@@ -279,6 +314,8 @@ def _loaded(
     # Only the places of the cron lines validate may warn of outlive the load: the whole
     # location map of a 10,000-job file is tens of MB the daemon does not need, and the
     # marks of 10,000 UTC jobs 1.2 MB of its idle RSS (docs/performance.md).
+    built = _calendars(config, source, filename, context)
+    environ = context.environ
     cron_marks: dict[str, places.Mark] = {}
     jobs: dict[str, LoadedJob] = {}
     for name, job in config.jobs.items():
@@ -288,14 +325,17 @@ def _loaded(
             if expr.resolved:  # `H`: values picked by the job's name (docs/schedules.md)
                 expr = model.parse_cron(job.cron, name)
         ping = None if job.ping is None else expand(job.ping, environ)[0]
-        loaded = jobs[name] = LoadedJob(name, job, expr, ping)
+        loaded = jobs[name] = LoadedJob(
+            name, job, expr, ping, built.rules.get(name), built.keys.get(name, "")
+        )
         if loaded.warned_at_cron:
             cron_marks[name] = source.locate(("jobs", name, "cron"))
     _share_fields_sets(config)
     specs = {
         name: notifier_spec(name, notifier, environ) for name, notifier in config.notifiers.items()
     }
-    return LoadedConfig(filename, config, jobs, cron_marks, specs, env_warnings)
+    whole = LoadedConfig(filename, config, jobs, cron_marks, specs, env_warnings)
+    return _firing(whole, source, filename, context)
 
 
 def _share_fields_sets(config: Config) -> None:

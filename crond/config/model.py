@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from crond.config.calendars import CalendarDef
 from crond.config.fieldtypes import (
     ENVIRON,
     MAX_RUNNING,
@@ -66,6 +67,7 @@ __all__ = [
     "Overlap",
     "Replicas",
     "Retry",
+    "Roll",
     "json_schema",
     "parse_cron",
 ]
@@ -93,6 +95,13 @@ class Replicas(StrEnum):
 
     ONE = "one"  # one of them: the one whose claim commits
     ALL = "all"  # each of them, once per replica name (host-local work)
+
+
+class Roll(StrEnum):
+    """Where a fire on a day outside `days` moves (docs/schedules.md, "Calendars")."""
+
+    NEXT = "next"
+    PREVIOUS = "previous"
 
 
 class Catchup(StrEnum):
@@ -169,6 +178,20 @@ class JobFields(FrozenModel):
     max_running: Annotated[int, Field(ge=1, le=MAX_RUNNING, strict=True)] | None = None
     # With `daemon.database`: one replica runs each slot, or each replica does.
     replicas: Replicas | None = None
+    # Calendars (docs/schedules.md, "Calendars"): names of `calendars:`.
+    days: str | None = None
+    skip: str | list[str] | None = None
+    nth_day: Annotated[int, Field(ge=-31, le=31, strict=True)] | None = None
+    roll: Roll | None = None
+
+    @field_validator("nth_day")
+    @classmethod
+    def _nth_day(cls, value: int | None) -> int | None:
+        if value == 0:
+            raise PydanticCustomError(
+                "crond", "0 is no day: 1 is the first day of the month, -1 the last"
+            )
+        return value
 
     @field_validator("cron")
     @classmethod
@@ -287,6 +310,11 @@ class Job(JobFields):
                 f"max_running applies to overlap: allow only (this job has overlap: "
                 f"{self.overlap.value}, which runs one at a time already)",
             )
+        if self.roll is not None and self.days is None and self.nth_day is None:
+            field_error(
+                "roll",
+                "roll moves a fire on a day outside days: give days (or nth_day) too",
+            )
         if self.anchor is not None and self.every is None:
             field_error("anchor", "anchor applies to every jobs only")
         if self.python is None and not (
@@ -314,6 +342,7 @@ class Config(FrozenModel):
     defaults: JobFields = JobFields()
     daemon: Daemon = Daemon()
     notifiers: dict[str, Notifier] = Field(default_factory=dict)
+    calendars: dict[str, CalendarDef] = Field(default_factory=dict)
     jobs: dict[str, Job]
 
     @field_validator("timezone")

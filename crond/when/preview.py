@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from crond.when.dayfilter import CalendarTiming
 from crond.when.timing import Fire, Timing
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "hash_notes",
     "limit_notes",
     "next_fires",
+    "removed_lines",
 ]
 
 
@@ -119,6 +121,24 @@ def limit_notes(
             "if its grace runs out first"
         )
     return notes
+
+
+def removed_lines(
+    timings: Mapping[str, Timing], rows: Sequence[PreviewRow], after: datetime, limit: int
+) -> list[str]:
+    """What calendars took away from each job up to its last fire listed, one a line
+    ("payroll  2026-12-25 09:00 skipped: de-holidays (Christmas Day)"), in time order; at
+    most `limit` a job (docs/schedules.md, "Calendars")."""
+    last: dict[str, datetime] = {}
+    for row in rows:
+        last[row.job] = row.fire.at
+    found = []
+    for job, timing in timings.items():
+        if isinstance(timing, CalendarTiming):
+            until = last.get(job, after + timedelta(days=366))
+            found += [(r.fire.at, job, r) for r in timing.removed(after, until, limit)]
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [f"{job}  {r.fire.local:%Y-%m-%d %H:%M} {r.why}" for _, job, r in found]
 
 
 def format_table(rows: Sequence[PreviewRow], notes: Sequence[str] = ()) -> str:

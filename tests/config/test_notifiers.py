@@ -26,9 +26,11 @@ JOB = "jobs:\n  a: {every: 1m, command: x}\n"
 SECRET = "s3cr3t-T0KEN"  # what must never reach a message
 
 
-def problems(text: str, environ: dict[str, str] | None = None, **kw: bool) -> list[Problem]:
+def problems(
+    text: str, environ: dict[str, str] | None = None, *, strict: bool = False
+) -> list[Problem]:
     with pytest.raises(ConfigError) as info:
-        loader.loads(textwrap.dedent(text), "s.yaml", environ=environ or {}, **kw)
+        loader.loads(textwrap.dedent(text), "s.yaml", environ=environ or {}, strict=strict)
     return info.value.problems
 
 
