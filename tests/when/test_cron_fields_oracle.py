@@ -22,6 +22,10 @@ import pytest
 
 from crond.when.timing import CronTiming, parse_cron
 
+# The reference's dates are computed once a process (`reference_dates`, ~3 s): under
+# `make test`'s workers this file's tests stay on one worker, which computes them once.
+pytestmark = pytest.mark.xdist_group("cron-fields-oracle")
+
 FIRST, LAST = date(2000, 1, 1), date(2037, 12, 31)
 _WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
 
