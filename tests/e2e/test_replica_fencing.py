@@ -146,6 +146,7 @@ def test_a_replica_cut_off_from_the_database_fences_its_runs_or_keeps_them(
         time.sleep(4.0)  # r2 connected for replica_timeout: it may judge r1 from now on
         assert events([r2], "job.started") == []  # r1's run goes on: skipped on r2
         proxy.hold()
+        held = time.time()
         _, taken_over = wait_any([r2], "job.started", lambda e: e.get("job") == "long", 15)
         proxy.release()
         for e in (first, taken_over):
@@ -167,6 +168,10 @@ def test_a_replica_cut_off_from_the_database_fences_its_runs_or_keeps_them(
     starts = {s.run_id: s for s in parse_stamps(stamps.read_text()) if s.kind == "S"}
     old_end = runs[first["run_id"]].at
     new_start = starts[taken_over["run_id"]].at
+    print(
+        f"\n{fencing}: held at {held:.2f}; r1's run ended {old_end - held:.2f}s after, r2's "
+        f"started {new_start - held:.2f}s after; late end {late['outcome']}"
+    )
     if fencing == "stop":
         # Stopped before r2 could take the job over: the job's own stamps never overlap.
         assert late["outcome"] == "killed", late
