@@ -3,8 +3,10 @@
 Once a heartbeat (`beat`, called by the daemon's heartbeat): say this replica is alive;
 compare its clock with the database's (`cluster.clock_skew` past a second); close the
 unfinished runs of replicas silent for `replica_timeout` as lost (`job.lost`, and the
-notifiers' `lost`); compare the replicas' files (`cluster.config_mismatch`, once per
-change, naming them).
+notifiers' `lost`), but only once its own beats have succeeded for `replica_timeout`
+(crond/daemon/proof.py: after an outage they all shared, the others could not beat
+either); fence its own runs when it cannot beat (crond/daemon/fencing.py); compare the
+replicas' files (`cluster.config_mismatch`, once per change, naming them).
 
 Once a second, the cluster's pauses and kill requests: crond/daemon/polling.py, which the
 cluster makes. For the control socket: the runs going on the other replicas (`crond ps`),
@@ -128,8 +130,7 @@ class Cluster:
         self.polling = Polling(
             log=log, clock=clock, loop=loop, recorder=recorder, on_paused=on_paused
         )  # the daemon runs its `poll_forever`
-        assert recorder.proof is not None  # a replica's recorder keeps its proof of life
-        self.proof = recorder.proof
+        self.proof = recorder.proof  # this replica's own proof of life
         self.fencing = Fencing(log=log, clock=clock, loop=loop, recorder=recorder, proof=self.proof)
 
     def configure(self, cfg: LoadedConfig, digest: str | None) -> None:

@@ -232,13 +232,7 @@ class OffLoop(StoreHealth):
         if not self.off_loop:
             super()._write_end(write)
             return
-        self.send(write, then=lambda result: self._keep_unwritten(result, write))
-
-    def _keep_unwritten(self, result: object, write: End) -> None:
-        if result is FAILED:
-            self._keep(write)
-        else:
-            self._written(result)
+        self.send(write, then=lambda result: self._ended(result, write))
 
     def _replay(self, pending: list[End]) -> None:
         if not self.off_loop:

@@ -18,10 +18,11 @@ own. Three rules rest on it:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar, cast
 
 from crond.clock import Clock
+from crond.daemon.stores import FAILED, Failed
 from crond.store.base import Replicated, Store
 
 T = TypeVar("T")
@@ -72,6 +73,24 @@ class Proof:
     def silent_for(self) -> float | None:
         """Seconds since the last proof was sent (None: none yet)."""
         return None if self.last is None else self.clock.monotonic() - self.last
+
+    async def claim(
+        self,
+        ask: Callable[..., Awaitable[tuple[float | None, T] | Failed]],
+        call: Callable[[Store], T],
+        *,
+        force: bool,
+    ) -> T | Failed:
+        """`call` (a claim) asked through `ask` (the recorder's, off the loop), beating
+        first when stale: its answer, or FAILED (no proof then either)."""
+        answer = await ask(self.beating_first(call), force=force)
+        if isinstance(answer, Failed):
+            self.failed()
+            return FAILED
+        sent, result = answer
+        if sent is not None:
+            self.proved(sent)
+        return result
 
     def beating_first(
         self, call: Callable[[Store], T]

@@ -19,27 +19,24 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, cast
 
-from crond.clock import Clock, iso_utc
+from crond.clock import Clock
 from crond.config.loaded import LoadedConfig
 from crond.config.model import Overlap, Replicas
 from crond.daemon.indoubt import InDoubt, ours
+from crond.daemon.late import LateEnd, LateEnds
 from crond.daemon.offloop import OffLoop
 from crond.daemon.proof import Proof
 from crond.daemon.stores import FAILED, End, Opener
 from crond.schedule.actions import Claims, Refusal
-from crond.store.base import AttemptRow, Claimed, Replicated, Start, Store, ViewRow
+from crond.store.base import AttemptRow, Replicated, Start, Store, ViewRow
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from crond.run.runner import Run, RunResult
-
-
-_LATE_KEPT = 10_000  # late ends remembered, so each is told once
 
 
 class Told(Protocol):
@@ -71,9 +68,7 @@ class StoreRecorder(OffLoop):
     ) -> None:
         lost = None if told is None else told.lost
         super().__init__(opener, log, clock, quiet, replica=replica, on_lost=lost)
-        # With replicas, this replica's own proof of life: a claim beats first when it is
-        # stale (crond/daemon/proof.py); the cluster's heartbeat and fencing read it.
-        self.proof = Proof(clock) if replica is not None else None
+        self.proof = Proof(clock)  # with replicas, a claim beats first when stale
         self.history: dict[str, int] = {}  # job -> attempts kept; the store's default else
         self._prepared: dict[str, int] = {}  # run id -> its first attempt's row (`prepare`)
         self.told = told
@@ -89,7 +84,7 @@ class StoreRecorder(OffLoop):
         # next attempt starts or the run ends, so the run's row stays open while it waits
         # (another replica does not claim an `overlap: skip` job's next slot meanwhile).
         self._held: dict[str, End] = {}
-        self._told_late: set[tuple[str, int]] = set()  # (run id, attempt) told ended late
+        self.late = LateEnds(log, replica)  # ends written beside `lost`: told once
         self.in_doubt = InDoubt()  # with replicas, the claims that got no answer
 
     def configure(self, cfg: LoadedConfig) -> None:
@@ -135,31 +130,13 @@ class StoreRecorder(OffLoop):
         if not starts and not mine:
             return Claims()
 
-        def claiming(store: Store) -> Claimed:
-            return store.claim(
-                starts,
-                mine,
-                at,
-                copies=copies,
-                exclusive=self.one_at_a_time,
-                replacing=self.replacing,
-            )
-
-        proof = self.proof
-        answer = await self.ask(
-            claiming if proof is None else proof.beating_first(claiming), force=bool(starts)
-        )
-        if answer is FAILED:
-            if proof is not None:
-                proof.failed()
+        claimed = await self.proof.claim(self.ask, lambda store: store.claim(
+            starts, mine, at, copies=copies, exclusive=self.one_at_a_time,
+            replacing=self.replacing,
+        ), force=bool(starts))  # fmt: skip
+        if claimed is FAILED:
             self.in_doubt.failed(starts)  # each may have committed all the same
             return Claims({(s.job, s.slot): "database" for s in starts})
-        if proof is None:
-            claimed = cast(Claimed, answer)
-        else:
-            sent, claimed = cast(tuple[float | None, Claimed], answer)
-            if sent is not None:
-                proof.proved(sent)
         found = await self._ours(self.in_doubt.doubted(starts, claimed.starts))
         refused: dict[tuple[str, datetime], Refusal] = {}
         for start, claim in zip(starts, claimed.starts, strict=True):
@@ -214,40 +191,18 @@ class StoreRecorder(OffLoop):
 
         def end(store: Store) -> LateEnd | None:
             row = _row_of(token)  # None: its start was never written
-            if row is None:
-                return None
-            lost_at = store.end(
-                row,
-                job=run.job,
-                run_id=run.run_id,
-                finished=now,
-                outcome=result.outcome.value,
-                exit_code=result.exit_code,
-                duration_s=result.duration_s,
-                output=tail,
-                keep=self.history.get(run.job),
-            )
+            lost_at = None if row is None else store.end(
+                row, job=run.job, run_id=run.run_id, finished=now,
+                outcome=result.outcome.value, exit_code=result.exit_code,
+                duration_s=result.duration_s, output=tail, keep=self.history.get(run.job),
+            )  # fmt: skip
             return None if lost_at is None else LateEnd(run, result, lost_at)
 
         write_end(end)
 
     def _written(self, said: object) -> None:
-        """A run's end written late, beside the `lost` another replica closed it with
-        while this one could not beat (docs/replicas.md): `job.late_end`, once."""
-        if not isinstance(said, LateEnd):
-            return
-        run, result = said.run, said.result
-        key = (run.run_id, result.attempt)
-        if key in self._told_late:
-            return  # written again after an answer that was lost: told already
-        if len(self._told_late) >= _LATE_KEPT:
-            self._told_late.clear()
-        self._told_late.add(key)
-        self.log.warning(
-            "job.late_end", job=run.job, run_id=run.run_id, slot=iso_utc(run.slot),
-            replica=self.replica, attempt=result.attempt, outcome=result.outcome.value,
-            exit_code=result.exit_code, lost_at=iso_utc(said.lost_at),
-        )  # fmt: skip
+        if isinstance(said, LateEnd):
+            self.late.told(said)
 
     def run_ended(self, run_id: str) -> None:
         """`run_id`'s last attempt ended (it may have been stopped while it waited for a
@@ -290,16 +245,6 @@ class StoreRecorder(OffLoop):
         (slots missed or skipped: a restart must not take them for downtime)."""
         if moved or cursors:
             self.send(lambda store: store.update_view(moved, cursors))
-
-
-@dataclass(frozen=True)
-class LateEnd:
-    """A run's end the store kept beside `lost` (`Store.end`'s answer): the run, how its
-    attempt ended, and when it had been closed lost."""
-
-    run: Run
-    result: RunResult
-    lost_at: datetime
 
 
 class _Row:

@@ -251,7 +251,10 @@ class StoreHealth:
 
     def _write_end(self, write: End) -> None:
         """A run's end: with replicas, kept to write again when the database is back."""
-        said = self.write(write)
+        self._ended(self.write(write), write)
+
+    def _ended(self, said: object, write: End) -> None:
+        """A run's end tried: kept when it was not written, else what the store said."""
         if said is FAILED:
             self._keep(write)
         else:
