@@ -127,6 +127,10 @@ class Daemon(FrozenModel):
     cluster: Annotated[str, Field(min_length=1, max_length=MAX_NAME)] = "default"
     replica: Annotated[str, Field(min_length=1, max_length=MAX_NAME)] | None = None
     replica_timeout: ReplicaTimeout = timedelta(seconds=30)
+    # What a replica that could not heartbeat for replica_timeout does with its runs:
+    # `stop` them before another replica may take their jobs over, or `keep` them going
+    # (docs/replicas.md, "Fencing").
+    fencing: Literal["stop", "keep"] = "keep"
 
     @field_validator("control_socket")
     @classmethod

@@ -3,8 +3,10 @@
 Once a heartbeat (`beat`, called by the daemon's heartbeat): say this replica is alive;
 compare its clock with the database's (`cluster.clock_skew` past a second); close the
 unfinished runs of replicas silent for `replica_timeout` as lost (`job.lost`, and the
-notifiers' `lost`); compare the replicas' files (`cluster.config_mismatch`, once per
-change, naming them).
+notifiers' `lost`), but only once its own beats have succeeded for `replica_timeout`
+(crond/daemon/proof.py: after an outage they all shared, the others could not beat
+either); fence its own runs when it cannot beat (crond/daemon/fencing.py); compare the
+replicas' files (`cluster.config_mismatch`, once per change, naming them).
 
 Once a second, the cluster's pauses and kill requests: crond/daemon/polling.py, which the
 cluster makes. For the control socket: the runs going on the other replicas (`crond ps`),
@@ -31,6 +33,7 @@ from structlog.typing import FilteringBoundLogger
 
 from crond import __version__
 from crond.clock import Clock, iso_utc
+from crond.daemon.fencing import Fencing
 from crond.daemon.loop import Loop
 from crond.daemon.polling import Polling
 from crond.daemon.recorder import StoreRecorder
@@ -127,10 +130,17 @@ class Cluster:
         self.polling = Polling(
             log=log, clock=clock, loop=loop, recorder=recorder, on_paused=on_paused
         )  # the daemon runs its `poll_forever`
+        self.proof = recorder.proof  # this replica's own proof of life
+        self.fencing = Fencing(log=log, clock=clock, loop=loop, recorder=recorder, proof=self.proof)
 
     def configure(self, cfg: LoadedConfig, digest: str | None) -> None:
         self.timeout = cfg.daemon.replica_timeout
         self.digest = digest
+        daemon = cfg.daemon
+        self.proof.configure(
+            daemon.heartbeat.total_seconds(), daemon.replica_timeout.total_seconds()
+        )
+        self.fencing.configure(cfg)
 
     async def _store(self, write: Callable[[Replicated], T]) -> T | Failed:
         """One query of the cluster's store through the recorder: its result, or FAILED."""
@@ -141,24 +151,32 @@ class Cluster:
     def beat(self, now: datetime) -> None:
         """The heartbeat's queries, in a task (the loop's beat goes on without them); not
         started again while the last one's are still waited for."""
-        if self.recorder.store is None or (self._beating and not self._beating.done()):
+        if self.recorder.store is None:
+            self.proof.failed()  # not open (again) yet: no proof of life
+            return
+        if self._beating and not self._beating.done():
             return
         self._beating = asyncio.ensure_future(self.beat_once(now))
 
     async def beat_once(self, now: datetime) -> None:
         clock = self.clock
 
-        def beat(store: Replicated) -> tuple[datetime, datetime, float]:
+        def beat(store: Replicated) -> tuple[datetime, datetime, float, float]:
             ours, sent = clock.now(), clock.monotonic()  # when it is sent, on its thread
             theirs = store.beat(ours)
-            return ours, theirs, clock.monotonic() - sent
+            return ours, theirs, clock.monotonic() - sent, sent
 
         timed = await self._store(beat)
-        if not isinstance(timed, Failed):
-            self._clock(*timed)
-        lost = await self._store(lambda store: store.close_dead(now, self.timeout))
-        for row in [] if lost is FAILED else lost:
-            self._lost(row)
+        if isinstance(timed, Failed):
+            self.proof.failed()
+        else:
+            ours, theirs, trip, sent = timed
+            self.proof.proved(sent)
+            self._clock(ours, theirs, trip)
+        if self.proof.judging():  # connected for replica_timeout: the others could beat
+            lost = await self._store(lambda store: store.close_dead(now, self.timeout))
+            for row in [] if lost is FAILED else lost:
+                self._lost(row)
         replicas = await self._store(lambda store: store.replicas())
         if replicas is not FAILED:
             self._compare(replicas, now)

@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from crond.clock import Clock
-from crond.daemon.stores import FAILED, Failed, Opener, StoreHealth
+from crond.daemon.stores import FAILED, End, Failed, Opener, StoreHealth
 from crond.daemon.worker import Worker
 from crond.store.base import AttemptRow, ReplicaTaken, StateError, Store
 
@@ -228,17 +228,13 @@ class OffLoop(StoreHealth):
 
     # --- the ends of runs ------------------------------------------------------------------
 
-    def _write_end(self, write: Callable[[Store], None]) -> None:
+    def _write_end(self, write: End) -> None:
         if not self.off_loop:
             super()._write_end(write)
             return
-        self.send(write, then=lambda result: self._keep_unwritten(result, write))
+        self.send(write, then=lambda result: self._ended(result, write))
 
-    def _keep_unwritten(self, result: object, write: Callable[[Store], None]) -> None:
-        if result is FAILED:
-            self._keep(write)
-
-    def _replay(self, pending: list[Callable[[Store], None]]) -> None:
+    def _replay(self, pending: list[End]) -> None:
         if not self.off_loop:
             super()._replay(pending)
             return

@@ -128,7 +128,7 @@ class Pausing:
             for name in names:
                 self.loop.pause(name, until)
         shown = None if until is None else iso_utc(until)
-        rest = _Rests()
+        rest = Rests()
         for name in names:
             self.log.warning("job.paused", job=name, until=shown, note=note, by=by)
             self._tell_paused(name, True)
@@ -150,7 +150,7 @@ class Pausing:
         async with self.loop.lock:
             ended = [(name, self.loop.resume(name)) for name in names]
         resumed: list[dict[str, Any]] = []
-        rest = _Rests()
+        rest = Rests()
         for name, skipped in ended:
             if skipped is None:  # it was not paused: nothing to say in the log
                 resumed.append({"job": name, "skipped": 0, "was_paused": False})
@@ -195,7 +195,7 @@ class Pausing:
             self.on_paused(name, paused)
 
 
-class _Rests:
+class Rests:
     """A rest of REST_S for the loop after each WORK_S of work."""
 
     def __init__(self) -> None:

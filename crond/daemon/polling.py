@@ -24,6 +24,7 @@ from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, iso_utc
 from crond.daemon.loop import Loop
+from crond.daemon.pausing import Rests
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.stores import FAILED
 from crond.run import runner
@@ -70,7 +71,15 @@ class Polling:
         if found is FAILED:
             return
         async with self.loop.lock:
-            resumed = self._sync_pauses(found.pauses)
+            paused, resumed = self._sync_pauses(found.pauses)
+        rest = Rests()  # 10,000 pauses: logged and told in slices, the loop's turn between
+        for name, row in paused:
+            self.log.warning(  # as the replica that was asked logs it
+                "job.paused", job=name, until=None if row.until is None else iso_utc(row.until),
+                note=row.note, by=_by(row.by), via="cluster",
+            )  # fmt: skip
+            self._tell(name, True)
+            await rest.maybe()
         for name, since, skipped in resumed:
             by = await self._resumed_by(name, since)
             self.log.info("job.resumed", job=name, by=by, skipped=skipped, via="cluster")
@@ -83,21 +92,21 @@ class Polling:
                 self._kill(kill.target, kill.by, kill.replica)
         self._last_kill = max(found.last_kill, after or 0)
 
-    def _sync_pauses(self, rows: dict[str, PauseRow]) -> list[tuple[str, datetime, int]]:
-        """Pauses another replica set or ended: this loop holds (or frees) the job too.
-        The pauses ended here: each job's name, when its pause began, the slots skipped."""
+    def _sync_pauses(
+        self, rows: dict[str, PauseRow]
+    ) -> tuple[list[tuple[str, PauseRow]], list[tuple[str, datetime, int]]]:
+        """Pauses another replica set or ended: this loop holds (or frees) the job too, all
+        at once (microseconds a job). The pauses begun here, to tell of; those ended here:
+        each job's name, when its pause began, the slots skipped."""
         now = self.clock.now()
         mine = self.loop.core.pauses.listing()
+        paused = []
         for name, row in rows.items():
             ended = row.until is not None and row.until <= now
             if ended or (name in mine and mine[name] == row.until):
                 continue
             self.loop.pause(name, row.until)
-            self.log.warning(  # as the replica that was asked logs it
-                "job.paused", job=name, until=None if row.until is None else iso_utc(row.until),
-                note=row.note, by=_by(row.by), via="cluster",
-            )  # fmt: skip
-            self._tell(name, True)
+            paused.append((name, row))
         resumed = []
         for name in mine:
             if name not in rows and name in self._pauses:
@@ -105,7 +114,7 @@ class Polling:
                 if skipped is not None:
                     resumed.append((name, self._pauses[name].since, skipped))
         self._pauses = rows
-        return resumed
+        return paused, resumed
 
     async def _resumed_by(self, name: str, since: datetime) -> object:
         """Who resumed the pause of `name` that began at `since` (None: no resume kept

@@ -18,7 +18,7 @@ takes (crond/store/base.py). docs/state.md has the table of failures and what th
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -26,8 +26,10 @@ from crond.clock import Clock
 from crond.config.loaded import LoadedConfig
 from crond.config.model import Overlap, Replicas
 from crond.daemon.indoubt import InDoubt, ours
+from crond.daemon.late import LateEnd, LateEnds
 from crond.daemon.offloop import OffLoop
-from crond.daemon.stores import FAILED, Opener
+from crond.daemon.proof import Proof
+from crond.daemon.stores import FAILED, End, Opener
 from crond.schedule.actions import Claims, Refusal
 from crond.store.base import AttemptRow, Replicated, Start, Store, ViewRow
 
@@ -66,6 +68,7 @@ class StoreRecorder(OffLoop):
     ) -> None:
         lost = None if told is None else told.lost
         super().__init__(opener, log, clock, quiet, replica=replica, on_lost=lost)
+        self.proof = Proof(clock)  # with replicas, a claim beats first when stale
         self.history: dict[str, int] = {}  # job -> attempts kept; the store's default else
         self._prepared: dict[str, int] = {}  # run id -> its first attempt's row (`prepare`)
         self.told = told
@@ -80,7 +83,8 @@ class StoreRecorder(OffLoop):
         # With replicas, the end of an attempt a retry follows, by run id: written when the
         # next attempt starts or the run ends, so the run's row stays open while it waits
         # (another replica does not claim an `overlap: skip` job's next slot meanwhile).
-        self._held: dict[str, Callable[[Store], None]] = {}
+        self._held: dict[str, End] = {}
+        self.late = LateEnds(log, replica)  # ends written beside `lost`: told once
         self.in_doubt = InDoubt()  # with replicas, the claims that got no answer
 
     def configure(self, cfg: LoadedConfig) -> None:
@@ -125,17 +129,11 @@ class StoreRecorder(OffLoop):
         mine = [key for key in told if key[0] not in each]
         if not starts and not mine:
             return Claims()
-        claimed = await self.ask(
-            lambda store: store.claim(
-                starts,
-                mine,
-                at,
-                copies=copies,
-                exclusive=self.one_at_a_time,
-                replacing=self.replacing,
-            ),
-            force=bool(starts),
-        )
+
+        claimed = await self.proof.claim(self.ask, lambda store: store.claim(
+            starts, mine, at, copies=copies, exclusive=self.one_at_a_time,
+            replacing=self.replacing,
+        ), force=bool(starts))  # fmt: skip
         if claimed is FAILED:
             self.in_doubt.failed(starts)  # each may have committed all the same
             return Claims({(s.job, s.slot): "database" for s in starts})
@@ -191,22 +189,20 @@ class StoreRecorder(OffLoop):
             write_end = functools.partial(self._held.__setitem__, run.run_id)
         now = self.clock.now()  # not when it is written: that may be later (held, away)
 
-        def end(store: Store) -> None:
+        def end(store: Store) -> LateEnd | None:
             row = _row_of(token)  # None: its start was never written
-            if row is not None:
-                store.finish(
-                    row,
-                    job=run.job,
-                    run_id=run.run_id,
-                    finished=now,
-                    outcome=result.outcome.value,
-                    exit_code=result.exit_code,
-                    duration_s=result.duration_s,
-                    output=tail,
-                    keep=self.history.get(run.job),
-                )
+            lost_at = None if row is None else store.end(
+                row, job=run.job, run_id=run.run_id, finished=now,
+                outcome=result.outcome.value, exit_code=result.exit_code,
+                duration_s=result.duration_s, output=tail, keep=self.history.get(run.job),
+            )  # fmt: skip
+            return None if lost_at is None else LateEnd(run, result, lost_at)
 
         write_end(end)
+
+    def _written(self, said: object) -> None:
+        if isinstance(said, LateEnd):
+            self.late.told(said)
 
     def run_ended(self, run_id: str) -> None:
         """`run_id`'s last attempt ended (it may have been stopped while it waited for a

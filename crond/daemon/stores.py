@@ -41,6 +41,8 @@ _UNWRITTEN = 10_000  # ends of runs kept while the database is away
 _BACKOFF_FIRST, _BACKOFF_LONGEST = 0.5, 5.0
 # Opens the store: `aside` says it is known to be damaged (crond.store.locate.open_store).
 Opener = Callable[[bool], Store]
+# A run's end, written: what the store said of it (the recorder's `_written` reads it).
+End = Callable[[Store], object]
 
 
 class Failed(enum.Enum):
@@ -108,7 +110,7 @@ class StoreHealth:
         self._down_since: float | None = None  # the database away since (monotonic)
         self._retry_at = 0.0  # the next write tried while it is away (monotonic)
         self._backoff = _BACKOFF_FIRST
-        self._unwritten: list[Callable[[Store], None]] = []  # ends of runs not yet written
+        self._unwritten: list[End] = []  # ends of runs not yet written
 
     def label(self) -> str:
         """The store as the liveness file reports it: `off`, `ok` or `degraded`."""
@@ -216,17 +218,18 @@ class StoreHealth:
         pending, self._unwritten = self._unwritten, []
         self._replay(pending)
 
-    def _replay(self, pending: list[Callable[[Store], None]]) -> None:
+    def _replay(self, pending: list[End]) -> None:
         """The ends of runs kept while the database was away, written now, in order."""
         for i, write in enumerate(pending):
             if self.store is None:
                 return
             try:
-                write(self.store)
+                said = write(self.store)
             except StateError as exc:  # away again: what is left waits for its return
                 self._unwritten = pending[i:] + self._unwritten
                 self.failed(exc)
                 return
+            self._written(said)
 
     def write(self, write: Callable[[Store], T], *, force: bool = False) -> T | Failed:
         """One write (or read) of the store, if there is one: its result, or FAILED when
@@ -246,12 +249,21 @@ class StoreHealth:
         self._recovered()
         return result
 
-    def _write_end(self, write: Callable[[Store], None]) -> None:
+    def _write_end(self, write: End) -> None:
         """A run's end: with replicas, kept to write again when the database is back."""
-        if self.write(write) is FAILED:
-            self._keep(write)
+        self._ended(self.write(write), write)
 
-    def _keep(self, write: Callable[[Store], None]) -> None:
+    def _ended(self, said: object, write: End) -> None:
+        """A run's end tried: kept when it was not written, else what the store said."""
+        if said is FAILED:
+            self._keep(write)
+        else:
+            self._written(said)
+
+    def _written(self, said: object) -> None:
+        """What the store said of a run's end just written (the recorder's to act on)."""
+
+    def _keep(self, write: End) -> None:
         """A run's end not written: with replicas, kept to write when the database is back."""
         if self.replica is not None and len(self._unwritten) < _UNWRITTEN:
             self._unwritten.append(write)

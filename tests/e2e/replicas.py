@@ -270,10 +270,10 @@ class Proxy:
         self._loop.run_forever()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await self._flowing.wait()
         try:
+            await self._flowing.wait()
             up_reader, up_writer = await asyncio.open_unix_connection(str(self.target))
-        except OSError:
+        except (OSError, asyncio.CancelledError):
             writer.close()
             return
         await asyncio.gather(
@@ -300,11 +300,23 @@ class Proxy:
         self._loop.call_soon_threadsafe(self._flowing.set)
 
     def close(self) -> None:
+        """Stop serving, and close every connection (no socket is left to the collector)."""
         self.release()
-        if self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
+        with contextlib.suppress(TimeoutError, RuntimeError):
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(0.01)  # the transports' own closes, which the loop calls soon
 
 
 # The soak's jobs, all every second: each writes its own start and end stamps

@@ -208,12 +208,6 @@ def test_stamps_are_parsed_and_a_torn_line_skipped() -> None:
 # --- the short soak ------------------------------------------------------------------------------
 
 
-@pytest.mark.skip(
-    reason="fails on today's code; waits for bounded database calls (a client-side deadline "
-    "on every database call, the loop never waiting on one) and the issue about replicas "
-    "under grey failures: a hung database stalls the loop (stale liveness, false "
-    "cluster.clock_skew) and survivors then tell a live replica's running runs lost"
-)
 @pytest.mark.timeout(90)  # ~50 s: the default of 60 s leaves too little margin
 def test_replicas_through_faults(tmp_path: Path, pg_server: pg.Server) -> None:
     # One of each fault kind in ~50 s all told (a database of the test's own: it is restarted).
