@@ -50,6 +50,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None, help="the faults' seed (random)")
     parser.add_argument("--strict", action="store_true", help="exit 1 on any violation")
     parser.add_argument(
+        "--fencing", choices=("keep", "stop"), default="keep", help="daemon.fencing (keep)"
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         default=None,
@@ -58,14 +61,16 @@ def main() -> int:
     args = parser.parse_args()
     minutes = 1.0 if args.quick else args.minutes
     seed = args.seed if args.seed is not None else random.randrange(1_000_000)
-    common.header(f"fault soak of replicas: {minutes:g} min of faults, seed {seed}")
+    common.header(
+        f"fault soak of replicas: {minutes:g} min of faults, seed {seed}, fencing {args.fencing}"
+    )
     try:
         server = pg.start()
     except pg.UnavailableError as exc:
         print(f"  skipped: no PostgreSQL: {exc}")
         return 0
     began = time.monotonic()
-    plan = SoakPlan(seconds=minutes * 60, seed=seed)
+    plan = SoakPlan(seconds=minutes * 60, seed=seed, fencing=args.fencing)
     with server, tempfile.TemporaryDirectory(prefix="crond-soak-replicas-") as tmp:
         work = Path(tmp)
         if args.keep is not None:

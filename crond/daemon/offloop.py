@@ -106,6 +106,10 @@ class OffLoop(StoreHealth):
     def write(self, write: Callable[[Store], T], *, force: bool = False) -> T | Failed:
         if not self.off_loop:
             return super().write(write, force=force)
+        if self._down_since is not None:
+            # The database away: the loop never waits on it (`ask` and `send` try it and
+            # end the outage); at worst it waited QUICK once, for the write that found it.
+            return FAILED
         store = self._may(force)
         if store is None:
             return FAILED

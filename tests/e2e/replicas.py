@@ -364,6 +364,7 @@ class SoakPlan:
     heartbeat: float = 1.0
     replica_timeout: float = 5.0
     replicas: tuple[str, ...] = ("r1", "r2", "r3")
+    fencing: str = "keep"  # daemon.fencing of every replica (docs/replicas.md)
 
 
 class FaultSoak:
@@ -475,6 +476,7 @@ class FaultSoak:
         self.file = schedules(
             self.base / "soak.yaml", self.proxy.url(self.dbname), soak_jobs(self.stamps),
             heartbeat=f"{plan.heartbeat:g}s", replica_timeout=f"{plan.replica_timeout:g}s",
+            fencing=plan.fencing,
         )  # fmt: skip
         sampler = threading.Thread(target=self._sample, daemon=True)
         try:
