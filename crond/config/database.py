@@ -195,7 +195,7 @@ def _error(message: str) -> PydanticCustomError:
 
 
 Path = tuple[str | int, ...]
-_DAEMON_FIELDS = ("cluster", "replica", "replica_timeout")
+_DAEMON_FIELDS = ("cluster", "replica", "replica_timeout", "fencing")
 
 
 def without_database(

@@ -6,6 +6,7 @@ whole are crond/config/model.py, which takes these in.
 from __future__ import annotations
 
 from datetime import timedelta
+from enum import StrEnum
 from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -34,6 +35,14 @@ from crond.config.notifiers import check_apprise, check_command, check_headers, 
 # How many heartbeats a replica may miss before the others take it for dead: the least
 # `replica_timeout` is this many times `heartbeat`.
 REPLICA_HEARTBEATS = 3
+
+
+class Fencing(StrEnum):
+    """`daemon.fencing` (docs/replicas.md): what a replica cut off from its database does
+    with its runs once the others may take its jobs over."""
+
+    STOP = "stop"
+    KEEP = "keep"
 
 
 class Notifier(FrozenModel):
@@ -130,7 +139,7 @@ class Daemon(FrozenModel):
     # What a replica that could not heartbeat for replica_timeout does with its runs:
     # `stop` them before another replica may take their jobs over, or `keep` them going
     # (docs/replicas.md, "Fencing").
-    fencing: Literal["stop", "keep"] = "keep"
+    fencing: Fencing = Fencing.KEEP
 
     @field_validator("control_socket")
     @classmethod

@@ -337,6 +337,7 @@ daemon:
   cluster: blue
   replica: r1
   replica_timeout: 1m
+  fencing: stop
 defaults:
   replicas: all
 jobs:
@@ -347,9 +348,16 @@ UNUSED_LINES = [
     f"s.yaml:2:3: daemon.cluster: cluster {UNUSED}",
     f"s.yaml:3:3: daemon.replica: replica {UNUSED}",
     f"s.yaml:4:3: daemon.replica_timeout: replica_timeout {UNUSED}",
-    f"s.yaml:6:3: defaults.replicas: replicas {UNUSED}",
-    f"s.yaml:8:30: jobs.a.replicas: replicas {UNUSED}",
+    f"s.yaml:5:3: daemon.fencing: fencing {UNUSED}",
+    f"s.yaml:7:3: defaults.replicas: replicas {UNUSED}",
+    f"s.yaml:9:30: jobs.a.replicas: replicas {UNUSED}",
 ]
+
+
+def test_a_fencing_that_is_neither_stop_nor_keep_is_located_with_a_hint() -> None:
+    assert one(daemon("database: host=h\nfencing: stpo\n")) == (
+        's.yaml:3:12: daemon.fencing: "stpo" is not one of stop, keep (did you mean "stop"?)'
+    )
 
 
 @pytest.mark.parametrize("strict", [False, True])
