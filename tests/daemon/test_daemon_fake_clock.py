@@ -23,6 +23,7 @@ from crond.daemon import lifecycle
 from crond.store import sqlite
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+SECOND = timedelta(seconds=1)
 
 
 class Captured:
@@ -165,3 +166,38 @@ async def test_the_liveness_goes_stale_while_the_loop_does_not_beat(tmp_path: Pa
             await asyncio.sleep(0)
         assert daemon.heartbeat.fresh()
         assert json.loads(liveness.read_text())["updated_at"] > written
+
+
+async def test_a_calendar_job_fires_on_the_days_next_shows_and_no_others(
+    tmp_path: Path,
+) -> None:
+    """The payroll of docs/schedules.md (the last business day of the month in Bavaria,
+    never between Christmas and New Year) over ten weeks of the daemon's own time: it
+    starts the job exactly at the fires its timing gives `crond next` (the same rules,
+    checked against a day-by-day oracle in tests/when/test_calendar_oracle.py)."""
+    start = datetime(2026, 12, 20, tzinfo=UTC)
+    end = datetime(2027, 3, 1, tzinfo=UTC)
+    text = (
+        "calendars:\n"
+        "  bavaria: {holidays: DE, subdiv: BY}\n"
+        "  year-end: {dates: [12-24..12-31]}\n"
+        "  business-days: {weekdays: mon-fri, except: [bavaria, year-end]}\n"
+        "jobs:\n"
+        "  payroll: {cron: '0 9 * * *', days: business-days, nth_day: -1, command: 'true'}\n"
+    )
+    clock = FakeClock(start)
+    async with serving(tmp_path, text, clock) as (daemon, log):
+        shown = []
+        timing = daemon.cfg.jobs["payroll"].make_timing()
+        fire = timing.next_after(start)
+        while fire is not None and fire.at < end:
+            shown.append(fire.at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+            fire = timing.next_after(fire.at)
+        while clock.now() < end:  # to each wake the core asks for (a slot: on time)
+            wake = daemon.loop.core.wake_at(clock.lead) or end
+            await settle(daemon, clock, min(max(wake, clock.now()), end), timedelta(hours=6))
+            await settle(daemon, clock, min(clock.now() + timedelta(seconds=1), end), SECOND)
+        started = [e["slot"] for e in log.named("job.started")]
+        assert log.named("job.missed") == []
+    assert shown == ["2026-12-23T09:00:00Z", "2027-01-29T09:00:00Z", "2027-02-26T09:00:00Z"]
+    assert started == shown
