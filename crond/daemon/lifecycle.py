@@ -119,7 +119,8 @@ class Service:
         )  # fmt: skip
         self.pausing = Pausing(
             log=log, clock=clock, loop=self.loop, recorder=self.recorder,
-            on_paused=self.telling.paused, replicated=self.cluster is not None,
+            on_paused=self.telling.paused,
+            noted=None if self.cluster is None else self.cluster.polling.noted,
         )  # fmt: skip
         self.steering = Steering(
             log=log, clock=clock, loop=self.loop, pausing=self.pausing, cluster=self.cluster,

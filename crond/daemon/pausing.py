@@ -51,7 +51,7 @@ class Pausing:
         loop: Loop[runner.Run],
         recorder: StoreRecorder,
         on_paused: Callable[[str, bool], None] | None = None,
-        replicated: bool = False,
+        noted: Callable[[Sequence[str], datetime], None] | None = None,
     ) -> None:
         self.log = log
         self.clock = clock
@@ -59,8 +59,10 @@ class Pausing:
         self.recorder = recorder
         # Told (job, paused) whenever a pause begins or ends (the metrics' crond_job_paused).
         self.on_paused = on_paused
-        # With replicas, the pauses are the cluster's database's: written there for all.
-        self.replicated = replicated
+        # With replicas, the pauses are the cluster's database's: written there for all,
+        # and `noted` tells the cluster's poll of those begun here (crond/daemon/polling.py).
+        self.noted = noted
+        self.replicated = noted is not None
         # One pause or resume applied at a time, in the order asked (the lock is fair).
         self._turn = asyncio.Lock()
         self._applying: set[asyncio.Task[dict[str, Any]]] = set()  # kept till done
@@ -127,6 +129,8 @@ class Pausing:
         async with self.loop.lock:  # never in the middle of a wake
             for name in names:
                 self.loop.pause(name, until)
+            if self.noted is not None:
+                self.noted(names, now)
         shown = None if until is None else iso_utc(until)
         rest = Rests()
         for name in names:

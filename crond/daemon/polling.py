@@ -16,7 +16,7 @@ Pauses are applied to the loop under its lock (never in the middle of a wake).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import cast
 
@@ -54,24 +54,32 @@ class Polling:
         self._last_kill: int | None = None  # None: not polled yet
         self._since = clock.now()  # kill requests before it are not this replica's to act on
         self._pauses: dict[str, PauseRow] = {}  # the cluster's, as last polled
+        # Pauses begun on this replica (its socket), when: ended by the first poll asked
+        # after them that no longer finds them (resumed on another replica within a poll).
+        self._noted: dict[str, datetime] = {}
 
     async def poll_forever(self) -> None:
         while True:
             await self.clock.sleep_until(self.clock.now() + POLL_EVERY)
             await self.poll()
 
+    def noted(self, names: Sequence[str], at: datetime) -> None:
+        """Pauses of `names` begun here at `at`, in the database already."""
+        self._noted.update(dict.fromkeys(names, at))
+
     async def poll(self) -> None:
         """The cluster's pauses and the kill requests since the last poll, applied."""
         if self.recorder.store is None:
             return
         after = self._last_kill
+        asked = self.clock.now()
         found = await self.recorder.ask(
             lambda store: cast(Replicated, store).poll(after or 0)
         )  # not forced: while the database is away, tried once per backoff
         if found is FAILED:
             return
         async with self.loop.lock:
-            paused, resumed = self._sync_pauses(found.pauses)
+            paused, resumed = self._sync_pauses(found.pauses, asked)
         rest = Rests()  # 10,000 pauses: logged and told in slices, the loop's turn between
         for name, row in paused:
             self.log.warning(  # as the replica that was asked logs it
@@ -93,7 +101,7 @@ class Polling:
         self._last_kill = max(found.last_kill, after or 0)
 
     def _sync_pauses(
-        self, rows: dict[str, PauseRow]
+        self, rows: dict[str, PauseRow], asked: datetime
     ) -> tuple[list[tuple[str, PauseRow]], list[tuple[str, datetime, int]]]:
         """Pauses another replica set or ended: this loop holds (or frees) the job too, all
         at once (microseconds a job). The pauses begun here, to tell of; those ended here:
@@ -109,10 +117,17 @@ class Polling:
             paused.append((name, row))
         resumed = []
         for name in mine:
-            if name not in rows and name in self._pauses:
-                skipped = self.loop.resume(name)
-                if skipped is not None:
-                    resumed.append((name, self._pauses[name].since, skipped))
+            # Not in the database: ended by another replica, if this one saw the pause
+            # there (a poll before) or began it before this poll was asked (a pause begun
+            # since may be newer than what the poll read).
+            noted = self._noted.get(name)
+            seen = self._pauses.get(name)
+            if name in rows or (seen is None and (noted is None or noted >= asked)):
+                continue
+            skipped = self.loop.resume(name)
+            if skipped is not None:
+                resumed.append((name, seen.since if seen else noted or asked, skipped))
+        self._noted = {n: at for n, at in self._noted.items() if n not in rows and at >= asked}
         self._pauses = rows
         return paused, resumed
 

@@ -80,3 +80,85 @@ def test_ten_thousand_pauses_of_the_cluster_are_logged_in_slices() -> None:
     # The loop had its turn every few milliseconds, never once for the whole half second
     # the lines cost.
     assert max(gaps) < 0.15, max(gaps)
+
+
+class Cluster:
+    """The cluster's database as a poll reads it: the pauses in it now, and who resumed."""
+
+    def __init__(self) -> None:
+        self.pauses: dict[str, PauseRow] = {}
+        self.during_read: Callable[[], None] = lambda: None  # what happens meanwhile
+
+    def poll(self, after: int) -> Poll:
+        read = Poll(dict(self.pauses), [], 0)
+        self.during_read()  # the poll's answer is already what it is
+        return read
+
+    def resumed_by(self, name: str, since: datetime) -> str:
+        return '{"user":"r2-caller"}'
+
+
+class Asks:
+    """A recorder whose every ask is answered by `Cluster` at once."""
+
+    replica = "r1"
+    store = object()
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    async def ask(self, call: Callable[..., Any], force: bool = False) -> Any:
+        return call(self.cluster)
+
+
+def polled(clock: FakeClock) -> tuple[Loop[Any], Polling, Cluster, Events]:
+    events = Events()
+    log = cast(FilteringBoundLogger, events)
+    loop: Loop[Any] = Loop(
+        clock=clock, log=log, effects=FakeEffects(clock, []), heartbeat=timedelta(1)
+    )
+    cluster = Cluster()
+    polling = Polling(log=log, clock=clock, loop=loop, recorder=cast(StoreRecorder, Asks(cluster)))
+    return loop, polling, cluster, events
+
+
+def test_a_pause_begun_here_and_resumed_elsewhere_before_any_poll_saw_it_is_resumed() -> None:
+    # Paused through this replica's socket (in the database, noted), resumed through
+    # another's before this one's next poll: that poll finds it gone and frees the job.
+    clock = FakeClock(T0)
+    loop, polling, _, events = polled(clock)
+    loop.pause("x", None)
+    polling.noted(["x"], clock.now())
+    clock.advance(timedelta(seconds=1))
+    asyncio.run(polling.poll())
+    assert loop.core.pauses.listing() == {}
+    (resumed,) = events.named("job.resumed")
+    assert (resumed["job"], resumed["via"], resumed["by"]) == (
+        "x",
+        "cluster",
+        {"user": "r2-caller"},
+    )
+
+
+def test_a_pause_begun_here_while_a_poll_was_reading_is_not_taken_for_resumed() -> None:
+    # The poll read the database just before this replica's own pause was written: the
+    # pause is newer than what the poll read, and stays.
+    clock = FakeClock(T0)
+    loop, polling, cluster, events = polled(clock)
+
+    def paused_meanwhile() -> None:
+        clock.advance(timedelta(milliseconds=5))
+        cluster.pauses["x"] = PauseRow("x", clock.now(), None, None, "{}")
+        loop.pause("x", None)
+        polling.noted(["x"], clock.now())
+
+    cluster.during_read = paused_meanwhile
+    asyncio.run(polling.poll())
+    assert set(loop.core.pauses.listing()) == {"x"}
+    cluster.during_read = lambda: None
+    asyncio.run(polling.poll())  # the next poll sees it in the database: still paused
+    assert set(loop.core.pauses.listing()) == {"x"}
+    assert events.named("job.resumed") == []
+    del cluster.pauses["x"]  # resumed elsewhere, seen by a poll: freed here
+    asyncio.run(polling.poll())
+    assert loop.core.pauses.listing() == {}
