@@ -21,10 +21,11 @@ from structlog.typing import FilteringBoundLogger
 
 from crond import __version__
 from crond.clock import Clock
-from crond.config.loaded import LoadedConfig, LoadedJob
+from crond.config.loaded import LoadedConfig, LoadedJob, secret_names
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.stores import FAILED
+from crond.notify import command
 from crond.run import runner
 from crond.schedule.rules import Decision
 from crond.store.base import AttemptRow, OutboxRow
@@ -70,6 +71,7 @@ class Telling:
         if wants and self.teller is None:
             self._make_teller()
         if self.teller is not None:
+            command.withhold(secret_names(cfg))
             self.teller.configure(cfg.notifiers, cfg.jobs)
         if metrics is not None and self.metrics is None:
             from crond.notify.metrics import Metrics  # noqa: PLC0415  (only when on)

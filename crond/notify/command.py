@@ -40,10 +40,20 @@ def argv_of(target: str | tuple[str, ...]) -> tuple[str, ...]:
 
 # crond's own database settings are not a notifier's (docs/replicas.md).
 _NOT_PASSED = frozenset({"CROND_DATABASE_URL", "CROND_REPLICA"})
+# The variables the file takes by `${NAME}` (notifiers, headers, pings, the database):
+# substituted where the file uses them, so no command needs them from its environment
+# (one notifier's token is not another's); set at each load (crond/daemon/telling.py).
+_withheld: frozenset[str] = frozenset()
+
+
+def withhold(names: frozenset[str]) -> None:
+    """Pass none of `names` to a notifier's process from now on."""
+    global _withheld  # noqa: PLW0603  (the process's own environment is global too)
+    _withheld = names
 
 
 def notifier_environ() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in _NOT_PASSED}
+    return {k: v for k, v in os.environ.items() if k not in _NOT_PASSED and k not in _withheld}
 
 
 async def run_command(

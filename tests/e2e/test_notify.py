@@ -404,7 +404,8 @@ def test_a_job_does_not_inherit_the_secrets_of_the_notifiers(
     tmp_path: Path, crond: list[Crond]
 ) -> None:
     """The variables the file takes by ${NAME} for a notifier's header, a ping and a
-    command notifier are the daemon's: a job running `env` shows none of them, and a
+    command notifier are the daemon's: a job running `env` shows none of them (nor does a
+    command notifier's), and a
     variable nothing names is inherited."""
     with NotifyServer() as server:
         f = write(
@@ -415,7 +416,9 @@ def test_a_job_does_not_inherit_the_secrets_of_the_notifiers(
                 webhook: {server.url}/hook
                 headers: {{Authorization: "Bearer ${{HOOK_TOKEN}}"}}
               page: {{command: ["sh", "-c", "cat > /dev/null", "${{PAGE_KEY}}"]}}
+              dump: {{command: "env > {tmp_path / "notifier.env"}"}}
             jobs:
+              boom: {{every: 1s, command: "false", notify: {{dump: [failed]}}}}
               show:
                 every: 1s
                 command: env
@@ -431,6 +434,11 @@ def test_a_job_does_not_inherit_the_secrets_of_the_notifiers(
         shown = "\n".join(lines)
         for secret in (SECRET, PING_KEY, "page-s3cr3t"):
             assert secret not in shown
+        # Nor does a command notifier: each `${NAME}` is substituted where it is used.
+        told = tmp_path / "notifier.env"
+        eventually(lambda: told.exists() and "JUST_A_VAR=kept" in told.read_text())
+        for secret in (SECRET, PING_KEY, "page-s3cr3t"):
+            assert secret not in told.read_text()
         assert {"HOOK_TOKEN", "PING_KEY", "PAGE_KEY"}.isdisjoint(
             line.split("=", 1)[0] for line in lines
         )

@@ -737,3 +737,29 @@ def test_an_endpoint_that_answers_without_end_costs_nothing() -> None:
         assert results == [("hook", "sent")]
 
     go(main)
+
+
+def test_a_command_gets_none_of_the_files_secrets_but_the_rest_of_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SLACK_TOKEN is another notifier's `${NAME}` (withheld at each load); PD_KEY is this
+    # script's own, read from crond's environment as docs/alerting.md's recipe does.
+    out = tmp_path / "env"
+    monkeypatch.setenv("SLACK_TOKEN", "xoxb-secret")
+    monkeypatch.setenv("PD_KEY", "pd-routing")
+    command.withhold(frozenset({"SLACK_TOKEN"}))
+    try:
+
+        async def main() -> None:
+            events = Events()
+            page = notifier("page", "command", ("/bin/sh", "-c", f"env > {out}"))
+            async with delivering({"page": page}, events=events) as delivery:
+                delivery.put(item("page"))
+                await events.wait("notify.sent")
+
+        go(main)
+    finally:
+        command.withhold(frozenset())
+    env = out.read_text()
+    assert "PD_KEY=pd-routing" in env
+    assert "xoxb-secret" not in env
