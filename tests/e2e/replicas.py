@@ -231,8 +231,20 @@ def reap(replicas: Iterable[Replica]) -> None:
         for event in replica.daemon.drain():
             pid = event.get("pid")
             if event.get("event") == "job.started" and isinstance(pid, int):
+                if not _still_the_run(pid, event.get("run_id")):
+                    continue  # ended long ago: its pid may be another's now (the database's)
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pid, signal.SIGKILL)
+
+
+def _still_the_run(pid: int, run_id: object) -> bool:
+    """Whether process `pid` is still the run `run_id` started (its environment says so):
+    over a long soak the pids of runs long ended are given to other processes."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"CROND_RUN_ID={run_id}".encode() in environ.split(b"\0")
 
 
 # --- a fault soak: bench/soak_replicas.py and tests/e2e/test_replica_faults.py ---------------
