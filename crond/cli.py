@@ -184,19 +184,20 @@ def next_(
     with loader.gc_paused():
         rows = preview.next_fires(selected, after, count)
         removed = preview.removed_lines(selected, rows, after, _REMOVED) if show_all else []
-        if as_json:
-            click.echo(preview.format_json_lines(rows))
-            for line in removed:
-                click.echo(json.dumps({"removed": line}))
-            return
-        limits = {name: cfg.jobs[name].settings.max_running for name in selected}
-        notes = preview.limit_notes(limits, cfg.daemon.max_running)
         hashed = {
             name: (expr.source, expr.resolved)
             for name in selected
             if (expr := cfg.jobs[name].cron_expr) is not None and expr.resolved
         }
-        notes = [*preview.hash_notes(hashed), *notes]
+        if as_json:
+            click.echo(preview.format_json_lines(rows))
+            for name, (written, resolved) in hashed.items():
+                click.echo(json.dumps({"job": name, "cron": written, "runs_as": resolved}))
+            for line in removed:
+                click.echo(json.dumps({"removed": line}))
+            return
+        limits = {name: cfg.jobs[name].settings.max_running for name in selected}
+        notes = [*preview.hash_notes(hashed), *preview.limit_notes(limits, cfg.daemon.max_running)]
         if show_all:
             notes.append("removed by calendars:" if removed else "removed by calendars: none")
             notes += removed

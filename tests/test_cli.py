@@ -295,6 +295,12 @@ def test_next_shows_h_resolved_and_validate_warns_of_or(tmp_path: Path) -> None:
     assert out.splitlines()[-1] == (
         'nightly: "H 2 * * *" runs as "7 2 * * *" (H is picked by the job\'s name)'
     )
+    code, out, _ = invoke("next", str(f), "-n", "1", "--from", "2026-01-01T00:00:00Z", "--json")
+    assert code == 0
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[0]["at"] == "2026-01-01T02:07:00Z"
+    assert {"job": "nightly", "cron": "H 2 * * *", "runs_as": "7 2 * * *"} in lines
+    assert not any(line.get("job") == "board" and "runs_as" in line for line in lines)
     code, out, err = invoke("validate", str(f))
     assert code == 0
     assert err.startswith(f"{f}:3:17: warning: jobs.board.cron: OR: this also fires on every day")
