@@ -99,13 +99,23 @@ def _references(config: Config, source: places.Source, filename: str, built: Bui
             for i, ref in enumerate(refs or []):
                 if ref not in defs:
                     unknown(ref, ("calendars", name, key, i))
+    told: set[places.Path] = set()
+
+    def unknown_at(name: str, job_name: str, field: str, *at: int) -> None:
+        # A name the job took from `defaults` is told once, at its line there.
+        own = ("jobs", job_name, field)
+        path = own if own in source.values else ("defaults", field)
+        path = (*path, *at)
+        if path not in told:
+            told.add(path)
+            unknown(name, path)
+
     for job_name, job in config.jobs.items():
         if job.days is not None and job.days not in defs:
-            unknown(job.days, ("jobs", job_name, "days"))
+            unknown_at(job.days, job_name, "days")
         for i, ref in enumerate(_skips(job)):
             if ref not in defs:
-                at: places.Path = (i,) if isinstance(job.skip, list) else ()
-                unknown(ref, ("jobs", job_name, "skip", *at))
+                unknown_at(ref, job_name, "skip", *((i,) if isinstance(job.skip, list) else ()))
 
 
 def _closure_digest(name: str, defs: Mapping[str, CalendarDef], digests: dict[str, str]) -> str:

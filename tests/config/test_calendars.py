@@ -40,6 +40,27 @@ def test_an_unknown_calendar_is_located_with_did_you_mean() -> None:
     ]
 
 
+def test_an_unknown_calendar_from_defaults_is_told_once_at_defaults() -> None:
+    """A name every job takes from `defaults` is one mistake, at its line there; a job's
+    own is told at the job."""
+    found = problems("""\
+        calendars:
+          business: {weekdays: mon-fri}
+        defaults:
+          days: busines
+          skip: [nope]
+        jobs:
+          a: {cron: "0 9 * * *", command: x}
+          b: {cron: "0 9 * * *", command: x}
+          c: {cron: "0 9 * * *", command: x, days: bussiness}
+        """)
+    assert found == [
+        's.yaml:4:9: defaults.days: "busines" names no calendar (did you mean "business"?)',
+        's.yaml:5:10: defaults.skip.0: "nope" names no calendar (the file\'s calendars: business)',
+        's.yaml:9:44: jobs.c.days: "bussiness" names no calendar (did you mean "business"?)',
+    ]
+
+
 def test_an_unknown_country_and_subdivision() -> None:
     found = problems("""\
         calendars:
