@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.e2e.harness import Crond, eventually, pid_alive, run_cli
@@ -321,3 +321,42 @@ def test_output_with_unicode_line_separators_stays_one_event_per_line(tmp_path: 
     events = [json.loads(line) for line in result.stderr.splitlines()]
     output = [e for e in events if e["event"] == "job.output"]
     assert [e["line"] for e in output] == ["a\u2028b\u2029c\u0085d"]
+
+
+def _ics(*days: datetime) -> str:
+    events = "".join(
+        f"BEGIN:VEVENT\r\nUID:{i}\r\nDTSTART;VALUE=DATE:{day:%Y%m%d}\r\n"
+        f"DTEND;VALUE=DATE:{day + timedelta(days=1):%Y%m%d}\r\nSUMMARY:Freeze\r\nEND:VEVENT\r\n"
+        for i, day in enumerate(days)
+    )
+    return f"BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//t//EN\r\n{events}END:VCALENDAR\r\n"
+
+
+def test_hup_after_only_the_ics_file_changed_re_times_the_job(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    """docs/schedules.md, "Bounds": an iCalendar file is read again at each reload and a
+    job whose calendars changed is re-timed, though the schedules file did not change."""
+    today = datetime.now(UTC)
+    ics = tmp_path / "freeze.ics"
+    ics.write_text(_ics(today, today + timedelta(days=1)))  # today and tomorrow: no fire
+    f = write(
+        tmp_path / "s.yaml",
+        f"""\
+        calendars:
+          freeze: {{ics: {ics}}}
+        jobs:
+          a: {{every: 1s, skip: [freeze], command: 'true'}}
+          b: {{every: 1s, command: 'true'}}
+        """,
+    )
+    d = start(crond, str(f))
+    d.wait_for("job.finished", lambda e: e["job"] == "b")
+    d.wait_for("job.finished", lambda e: e["job"] == "b")
+    ics.write_text(_ics())  # the freeze is lifted; the schedules file is the same
+    d.signal(signal.SIGHUP)
+    reloaded = d.wait_for("config.reloaded")
+    assert reloaded["changed"] == ["a"]
+    assert "job.started" not in [e["event"] for e in d.events if e.get("job") == "a"]
+    d.wait_for("job.started", lambda e: e["job"] == "a")
+    assert d.stop() == 0
