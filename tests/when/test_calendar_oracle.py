@@ -7,10 +7,17 @@ decides for every local day of 1999-2038 from the calendars' own definitions (Py
 date sets, `date.weekday()`, the `holidays` package called directly) whether the day is
 good, and keeps, drops or moves each fire by walking days one at a time. The bar is zero
 differences over 2000-2037, in UTC and two DST zones.
+
+Under `make mutate` (mutmut sets MUTANT_UNDER_TEST) the comparison covers a few short
+spans instead, which still hold every shape the calendars below have: 2000 (a century's
+leap year), 2026-2028 (the shutdown and the freeze across a year's end, a leap year, each
+zone's changes) and the days around the 2030, 2031 and 2033 dates
+(test_the_spans_hold_every_shape).
 """
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +32,18 @@ from crond.when.timing import CronTiming, Fire, IntervalTiming, Timing, parse_cr
 
 START, END = datetime(2000, 1, 1, tzinfo=UTC), datetime(2038, 1, 1, tzinfo=UTC)
 DAY = timedelta(days=1)
+SPANS = [(START, END)]  # (after, before): the fires compared are those strictly inside
+if "MUTANT_UNDER_TEST" in os.environ:  # `make mutate`: short spans of every shape
+    SPANS = [
+        (datetime(*lo, tzinfo=UTC), datetime(*hi, tzinfo=UTC))
+        for lo, hi in [
+            ((2000, 1, 1), (2000, 4, 1)),
+            ((2026, 1, 1), (2029, 1, 1)),
+            ((2030, 2, 20), (2030, 4, 10)),
+            ((2031, 6, 20), (2031, 8, 25)),
+            ((2033, 2, 20), (2033, 4, 10)),
+        ]
+    ]
 YEARS = range(1999, 2040)
 
 
@@ -113,7 +132,7 @@ CASES = [
 ]  # fmt: skip
 
 
-def oracle(case: Case) -> list[datetime]:
+def oracle(case: Case, start: datetime = START, end: datetime = END) -> list[datetime]:
     zone = ZoneInfo(case.zone)
     plain: Timing
     if case.schedule.startswith("every:"):
@@ -138,9 +157,9 @@ def oracle(case: Case) -> list[datetime]:
         return any(lo <= t < hi for lo, hi in case.windows)
 
     out: set[datetime] = set()
-    fires: Iterator[Fire] = plain.fires(START - 40 * DAY)
+    fires: Iterator[Fire] = plain.fires(start - 40 * DAY)
     for fire in fires:
-        if fire.at > END + 40 * DAY:
+        if fire.at > end + 40 * DAY:
             break
         d = fire.local.date()
         at = fire.at
@@ -154,7 +173,7 @@ def oracle(case: Case) -> list[datetime]:
             at = at_wall(target, fire.local.replace(tzinfo=None).time(), zone)
         if not in_window(at):
             out.add(at)
-    return sorted(t for t in out if START < t < END)
+    return sorted(t for t in out if start < t < end)
 
 
 def at_wall(day: date, wall_time: object, zone: ZoneInfo) -> datetime:
@@ -169,17 +188,17 @@ def at_wall(day: date, wall_time: object, zone: ZoneInfo) -> datetime:
     return t.replace(second=0)
 
 
-def crond_fires(case: Case) -> list[datetime]:
+def crond_fires(case: Case, start: datetime = START, end: datetime = END) -> list[datetime]:
     zone = "" if case.schedule.startswith("every:") else f"timezone: {case.zone}, "
     text = CALENDARS + textwrap.dedent(f"""
         jobs:
           {case.name}: {{{zone}{case.yaml}, command: x}}
     """)
-    cfg = loader.loads(text, "s.yaml", environ={}, now=START)
+    cfg = loader.loads(text, "s.yaml", environ={}, now=start)
     timing = cfg.jobs[case.name].make_timing()
     found = []
-    for fire in timing.fires(START):
-        if fire.at >= END:
+    for fire in timing.fires(start):
+        if fire.at >= end:
             break
         found.append(fire.at)
     return found
@@ -187,13 +206,41 @@ def crond_fires(case: Case) -> list[datetime]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_calendar_fires_match_the_oracle(case: Case) -> None:
-    expected = oracle(case)
-    got = crond_fires(case)
-    assert expected, "a case must fire"
-    missing = sorted(set(expected) - set(got))[:5]
-    extra = sorted(set(got) - set(expected))[:5]
-    assert (missing, extra) == ([], []), (len(expected), len(got))
-    assert got == expected  # in order, once each
+    fired = 0
+    for start, end in SPANS:
+        expected = oracle(case, start, end)
+        got = crond_fires(case, start, end)
+        missing = sorted(set(expected) - set(got))[:5]
+        extra = sorted(set(got) - set(expected))[:5]
+        assert (missing, extra) == ([], []), (start, len(expected), len(got))
+        assert got == expected  # in order, once each
+        fired += len(expected)
+    assert fired, "a case must fire"
+
+
+def test_the_spans_hold_every_shape() -> None:
+    """The spans compared hold a century's leap day and another, a day of each dated
+    calendar entry above, the freeze's turn of the year, and a change of each zone."""
+
+    def inside(d: date) -> bool:
+        return any(lo.date() < d < hi.date() for lo, hi in SPANS)
+
+    assert inside(date(2000, 2, 29))
+    assert any(inside(date(y, 2, 29)) for y in range(2004, 2038, 4))
+    # shutdown (2026, 2031), freeze (both windows, the first across New Year), mid-month
+    dated = [(2026, 12, 28), (2031, 7, 15), (2026, 12, 31), (2027, 1, 2), (2033, 3, 15),
+             (2030, 3, 15), (2026, 6, 15)]  # fmt: skip
+    assert all(inside(date(*d)) for d in dated)
+    for zone in ("Europe/Berlin", "America/New_York"):
+        tz = ZoneInfo(zone)
+        changes = {
+            d
+            for lo, hi in SPANS
+            for d in days_between(lo.date(), hi.date() - DAY)
+            if datetime.combine(d, datetime.min.time(), tz).utcoffset()
+            != datetime.combine(d + DAY, datetime.min.time(), tz).utcoffset()
+        }
+        assert len(changes) >= 2, zone  # forward and back
 
 
 def test_the_oracle_can_tell() -> None:
@@ -201,4 +248,5 @@ def test_the_oracle_can_tell() -> None:
     case = CASES[0]
     wrong = Case(case.name, "cron: '0 9 * * *', days: business-by", case.zone, case.schedule,
                  days=business_by)  # fmt: skip
-    assert oracle(wrong) != crond_fires(case)
+    start, end = max(SPANS, key=lambda span: span[1] - span[0])
+    assert oracle(wrong, start, end) != crond_fires(case, start, end)

@@ -2,6 +2,11 @@
 fields") against a brute-force reference, over every day of 2000-2037, in UTC and in
 zones with every shape of DST change.
 
+Under `make mutate` (mutmut sets MUTANT_UNDER_TEST) the span is 2015-2017 instead, which
+still holds every shape (a leap February whose 1st is a Monday, a 30- and a 31-day month
+starting on each weekday, each zone's changes: test_the_span_holds_every_shape), so that
+each mutant's run costs a second, not a minute.
+
 The reference knows nothing of crond's parser or day search: it reads the day and month
 fields of the expressions below itself and decides, date by date from the calendar alone,
 whether the date matches ("the weekday nearest the 15th" is the Monday-to-Friday day of
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import calendar
 import functools
+import os
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -27,6 +33,9 @@ from crond.when.timing import CronTiming, parse_cron
 pytestmark = pytest.mark.xdist_group("cron-fields-oracle")
 
 FIRST, LAST = date(2000, 1, 1), date(2037, 12, 31)
+if "MUTANT_UNDER_TEST" in os.environ:  # `make mutate`: a short span of every shape
+    FIRST, LAST = date(2015, 1, 1), date(2017, 12, 31)
+YEARS = range(FIRST.year, LAST.year + 1)
 _WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
 
 # The day, month and weekday fields: each form alone, in lists, with months, under R2's
@@ -176,7 +185,7 @@ def reference_instant(day: date, wall: time, zone: ZoneInfo) -> datetime:
 def crond_fires(text: str, zone: ZoneInfo) -> list[datetime]:
     timing = CronTiming(parse_cron(text), zone)
     found = []
-    for fire in timing.fires(datetime(1999, 12, 30, tzinfo=UTC)):
+    for fire in timing.fires(datetime.combine(FIRST - timedelta(days=2), time(0), UTC)):
         local = fire.local.date()
         if local > LAST:
             break
@@ -190,8 +199,8 @@ def test_the_reference_sees_the_shapes_it_is_meant_to() -> None:
     for name, walls in list(ZONES.items())[1:]:
         zone = ZoneInfo(name)
         skipped = repeated = 0
-        for year in (2016, 2017):
-            for n in range(366):
+        for year in YEARS:
+            for n in range(366 if calendar.isleap(year) else 365):
                 day = date(year, 1, 1) + timedelta(days=n)
                 for wall in walls:
                     naive = datetime.combine(day, wall)
@@ -203,6 +212,18 @@ def test_the_reference_sees_the_shapes_it_is_meant_to() -> None:
                         repeated += 1
         assert skipped, name
         assert repeated, name
+
+
+def test_the_span_holds_every_shape() -> None:
+    """The span has a leap February whose 1st is a Monday (`* 2 mon#5`), and 30- and
+    31-day months starting on each day of the week."""
+    firsts: dict[int, set[int]] = {}
+    for year in YEARS:
+        for month in range(1, 13):
+            first, length = calendar.monthrange(year, month)
+            firsts.setdefault(length, set()).add(first)
+    assert firsts[29] & {0}
+    assert firsts[30] == firsts[31] == set(range(7))
 
 
 @pytest.mark.parametrize("zone_name", list(ZONES))
@@ -223,9 +244,9 @@ def test_day_forms_match_the_reference_every_day_2000_2037(zone_name: str) -> No
 
 
 def test_the_reference_is_not_empty() -> None:
-    """Each expression fires at least once in the 38 years, and the rare ones rarely."""
+    """Each expression fires at least once in the span, and the rare ones rarely."""
     counts = {part: len(reference_dates(part)) for part in DAY_PARTS}
     assert min(counts.values()) > 0
-    assert counts["L-28 2 *"] == 10  # 2000, 2004, ..., 2036
-    assert counts["* 2 mon#5"] == len([y for y in range(2000, 2038) if calendar.isleap(y)
-                                       and date(y, 2, 1).weekday() == 0])  # fmt: skip
+    leap = [y for y in YEARS if calendar.isleap(y)]
+    assert counts["L-28 2 *"] == len(leap)  # 1 February of leap years
+    assert counts["* 2 mon#5"] == len([y for y in leap if date(y, 2, 1).weekday() == 0])
