@@ -232,9 +232,11 @@ def _dom_misfit(item: str, low: str) -> str:
     if low.startswith("l") and digits and "w" not in low:
         return f'"{item}" is not a day-of-month form; did you mean L-{digits}?'
     if low.endswith("l") and digits:
+        if int(digits) > 7:  # no weekday has that number: nL takes 0-7
+            return f'"{item}" is not a day-of-month form; did you mean L-{digits}?'
         return (
             f'"{item}" is not a day-of-month form; did you mean L-{digits} (in day-of-month) '
-            f"or {digits}L, the month's last {_day_name(digits)} (in day-of-week)?"
+            f"or {digits}L, the month's last {_WEEKDAY_NAMES[int(digits) % 7]} (in day-of-week)?"
         )
     return (
         f'"{item}" is not a day-of-month form (L, L-n, LW, nW: e.g. L-3 or 15W; '
@@ -257,10 +259,6 @@ def _dow_misfit(item: str, low: str) -> str:
         f'"{item}" is not a day-of-week form (nL or n#k: e.g. friL, the last Friday; '
         "fri#3, the third Friday)"
     )
-
-
-def _day_name(digits: str) -> str:
-    return _WEEKDAY_NAMES[int(digits) % 7] if int(digits) <= 7 else "weekday"
 
 
 def or_warning(dom_text: str, dow_text: str, forms: frozenset[DayForm]) -> str | None:

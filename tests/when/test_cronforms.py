@@ -161,6 +161,26 @@ ERRORS = [
     ("0 0 5L * *", "day-of-month", "5L",
      '"5L" is not a day-of-month form; did you mean L-5 (in day-of-month) or 5L, the '
      "month's last Friday (in day-of-week)?"),
+    ("0 0 7L * *", "day-of-month", "7L",
+     '"7L" is not a day-of-month form; did you mean L-7 (in day-of-month) or 7L, the '
+     "month's last Sunday (in day-of-week)?"),
+    ("0 0 8L * *", "day-of-month", "8L",  # no weekday 8: no nL to suggest
+     '"8L" is not a day-of-month form; did you mean L-8?'),
+    ("0 0 LW5 * *", "day-of-month", "LW5",
+     '"LW5" is not a day-of-month form (L, L-n, LW, nW: e.g. L-3 or 15W; LW is the '
+     "month's last weekday)"),
+    ("0 0 5W5 * *", "day-of-month", "5W5",
+     '"5W5" is not a day-of-month form (L, L-n, LW, nW: e.g. L-3 or 15W; LW is the '
+     "month's last weekday)"),
+    ("0 0 L-x * *", "day-of-month", "L-x",  # L- is not a range
+     '"L-x" is not a day-of-month form (L, L-n, LW, nW: e.g. L-3 or 15W; LW is the '
+     "month's last weekday)"),
+    ("0 0 * * x#", "day-of-week", "x#",
+     '"x#" is not a day-of-week form (nL or n#k: e.g. friL, the last Friday; fri#3, the '
+     "third Friday)"),
+    ("0 0 * * fril-sat", "day-of-week", "fril-sat",
+     '"fril-sat": L, W and # forms take no range or step; list them instead '
+     "(e.g. 1,L or mon#1,mon#3)"),
     ("0 0 * * fri#2-3", "day-of-week", "fri#2-3",
      '"fri#2-3": L, W and # forms take no range or step; list them instead '
      "(e.g. 1,L or mon#1,mon#3)"),
@@ -174,6 +194,8 @@ ERRORS = [
      "\"3#1\": # belongs in day-of-week (fri#3: the month's third Friday)"),
     ("? * * * *", "minute", "?", '"?": ? is only for the day fields; write *'),
     ("0 0 1,? * *", "day-of-month", "?",
+     '"?": ? stands alone, for the whole field (the same as *)'),
+    ("0 0 * * 1,?", "day-of-week", "?",
      '"?": ? stands alone, for the whole field (the same as *)'),
     # never fires
     ("0 0 31W 2 *", "day-of-month", "31W",
@@ -219,9 +241,11 @@ def test_or_warning_beside_a_form() -> None:
         'write * in day-of-week for "L" alone'
     )
     expr = parse_cron("0 9 1-7 * fri#3")
-    said = or_warning("1-7", "fri#3", expr.day_forms)
-    assert said is not None
-    assert said.startswith('OR: this also fires on every day day-of-month "1-7" matches')
+    assert or_warning("1-7", "fri#3", expr.day_forms) == (
+        'OR: this also fires on every day day-of-month "1-7" matches, not only on '
+        'day-of-week "fri#3" (R2: with both day fields restricted, either one is enough); '
+        'write * in day-of-month for "fri#3" alone'
+    )
 
 
 @pytest.mark.parametrize(

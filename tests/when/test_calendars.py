@@ -1,0 +1,175 @@
+"""Calendars and CalendarTiming in-process (docs/schedules.md, "Calendars"): what
+`crond next --all` says a calendar removed and why, and the edges the oracles'
+tables do not reach (tests/when/test_calendar_oracle.py compares whole years of fires).
+Every expected date here was worked out by hand from a wall calendar."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from crond.when.calendars import Calendar, Dates, Holidays, Listed, Weekdays, Window
+from crond.when.dayfilter import CalendarTiming, DayRules
+from crond.when.timing import CronTiming, parse_cron
+
+BERLIN = ZoneInfo("Europe/Berlin")
+WEEKDAYS = Calendar("business", [Weekdays(frozenset(range(5)))])
+BY = Calendar("de-holidays", [Holidays("DE", "BY")])
+
+
+def timing(cron: str, rules: DayRules, zone: ZoneInfo = BERLIN) -> CalendarTiming:
+    return CalendarTiming(CronTiming(parse_cron(cron), zone), rules, zone)
+
+
+def at(*parts: int, zone: ZoneInfo = BERLIN) -> datetime:
+    return datetime(*parts, tzinfo=zone).astimezone(UTC)  # type: ignore[misc]
+
+
+def removed(t: CalendarTiming, after: datetime, until: datetime, limit: int = 100) -> list[str]:
+    return [f"{r.fire.local:%m-%d %H:%M} {r.why}" for r in t.removed(after, until, limit)]
+
+
+# --- what `crond next --all` lists ---------------------------------------------------------
+
+
+def test_removed_names_the_skip_calendar_and_the_holiday() -> None:
+    freeze = Calendar(
+        "freeze", windows=[Window(datetime(2026, 12, 30, 8), datetime(2026, 12, 30, 10))]
+    )
+    t = timing("0 9 * * *", DayRules(skip=[BY, freeze]))
+    assert removed(t, at(2026, 12, 23), at(2026, 12, 31, 9)) == [
+        "12-25 09:00 skipped: de-holidays (Christmas Day)",
+        "12-26 09:00 skipped: de-holidays (Second Day of Christmas)",
+        "12-30 09:00 skipped: freeze",
+    ]
+
+
+def test_removed_stops_at_until_and_at_the_limit() -> None:
+    t = timing("0 9 * * *", DayRules(days=WEEKDAYS))
+    # Saturday 2026-01-03 and Sunday the 4th; the fire at `until` itself counts.
+    assert removed(t, at(2026, 1, 1), at(2026, 1, 4, 9)) == [
+        "01-03 09:00 not in business",
+        "01-04 09:00 not in business",
+    ]
+    assert removed(t, at(2026, 1, 1), at(2026, 1, 4, 8, 59)) == ["01-03 09:00 not in business"]
+    assert removed(t, at(2026, 1, 1), at(2026, 1, 31), limit=3) == [
+        "01-03 09:00 not in business",
+        "01-04 09:00 not in business",
+        "01-10 09:00 not in business",
+    ]
+
+
+def test_removed_says_which_nth_day() -> None:
+    last = timing("0 9 * * *", DayRules(days=WEEKDAYS, nth_day=-1))
+    assert removed(last, at(2026, 1, 28), at(2026, 2, 1, 9)) == [
+        "01-28 09:00 not the last day of business in its month",
+        "01-29 09:00 not the last day of business in its month",
+        # the 30th, a Friday, is the last business day of January
+        "01-31 09:00 not in business",
+        "02-01 09:00 not in business",
+    ]
+    second = timing("0 9 * * *", DayRules(nth_day=2))
+    assert removed(second, at(2026, 2, 28), at(2026, 3, 3, 9)) == [
+        "02-28 09:00 not the nth_day 2 day in its month",
+        "03-01 09:00 not the nth_day 2 day in its month",
+        "03-03 09:00 not the nth_day 2 day in its month",
+    ]
+
+
+def test_a_rolled_fire_is_not_removed_but_a_window_still_is() -> None:
+    freeze = Calendar("freeze", windows=[Window(datetime(2026, 1, 7, 8), datetime(2026, 1, 7, 10))])
+    t = timing("0 9 * * *", DayRules(days=WEEKDAYS, skip=[freeze], roll="next"))
+    assert removed(t, at(2026, 1, 1), at(2026, 1, 8)) == ["01-07 09:00 skipped: freeze"]
+    fires = t.fires(at(2026, 1, 5))
+    # the 7th is frozen; Saturday's and Sunday's fires roll onto Monday the 12th, once
+    assert [f"{next(fires).local:%d %H:%M}" for _ in range(5)] == [
+        "05 09:00",
+        "06 09:00",
+        "08 09:00",
+        "09 09:00",
+        "12 09:00",
+    ]
+    assert next(fires).at == at(2026, 1, 13, 9)
+
+
+def test_of_overlapping_windows_the_one_that_ends_last_holds_a_fire() -> None:
+    """The fire is skipped, told by the window that lasts longest; the next fire is the
+    first after that window."""
+    short = Window(datetime(2026, 3, 2, 8), datetime(2026, 3, 2, 10), "short")
+    long = Window(datetime(2026, 3, 2, 7), datetime(2026, 3, 4, 12), "long")
+    later = Window(datetime(2026, 3, 2, 8, 30), datetime(2026, 3, 3, 0), "later")
+    skip = Calendar("maintenance", windows=[short, long, later])
+    t = timing("0 9 * * *", DayRules(skip=[skip]))
+    assert removed(t, at(2026, 3, 1), at(2026, 3, 3, 9)) == [
+        "03-02 09:00 skipped: maintenance (long)",
+        "03-03 09:00 skipped: maintenance (long)",
+    ]
+    fire = t.next_after(at(2026, 3, 1, 10))
+    assert fire is not None
+    assert fire.at == at(2026, 3, 5, 9)
+
+
+def test_why_follows_includes_to_the_source_that_holds_the_day() -> None:
+    weekend = Calendar("weekend", [Weekdays(frozenset({5, 6}))])
+    offsite = Calendar(
+        "offsite",
+        [
+            Listed({date(2026, 12, 28): "Offsite"}),
+            Dates(((date(2026, 12, 29), date(2026, 12, 29)),)),
+        ],
+    )
+    freeze = Calendar(
+        "freeze", windows=[Window(datetime(2026, 12, 31, 8), datetime(2026, 12, 31, 10))]
+    )
+    off = Calendar("off", include=[BY, weekend, offsite, freeze])
+    t = timing("0 9 * * *", DayRules(skip=[off]))
+    assert removed(t, at(2026, 12, 24), at(2026, 12, 31, 9)) == [
+        "12-25 09:00 skipped: de-holidays (Christmas Day)",
+        "12-26 09:00 skipped: de-holidays (Second Day of Christmas)",
+        "12-27 09:00 skipped: weekend",
+        "12-28 09:00 skipped: offsite (Offsite)",
+        "12-29 09:00 skipped: offsite",
+        "12-31 09:00 skipped: freeze",
+    ]
+
+
+def test_a_listed_calendar_holds_only_its_days() -> None:
+    """An iCalendar file's all-day events: New Year's Day, not listed, keeps its fire."""
+    offsite = Calendar("offsite", [Listed({date(2026, 12, 28): "Offsite"})])
+    t = timing("0 9 * * *", DayRules(skip=[offsite]))
+    fires = t.fires(at(2026, 12, 27, 10))
+    assert [f"{next(fires).local:%m-%d}" for _ in range(3)] == ["12-29", "12-30", "12-31"]
+    assert next(fires).local.date() == date(2027, 1, 1)
+
+
+def test_roll_next_takes_only_the_days_since_the_good_day_before() -> None:
+    """`0 9 1 * *` on business days, rolled forward: 1 January 2027 is a Friday, a
+    business day, so its fire stays, and Monday the 4th gets none of it."""
+    t = timing("0 9 1 * *", DayRules(days=WEEKDAYS, roll="next"))
+    fires = t.fires(at(2026, 12, 15))
+    assert [f"{next(fires).local:%Y-%m-%d %H:%M}" for _ in range(3)] == [
+        "2027-01-01 09:00",
+        "2027-02-01 09:00",
+        "2027-03-01 09:00",
+    ]
+    # 1 August 2027 is a Sunday: Monday the 2nd
+    assert t.next_after(at(2027, 7, 15)).local.date() == date(2027, 8, 2)  # type: ignore[union-attr]
+
+
+def test_the_good_day_before_looks_back_across_the_new_year() -> None:
+    """1 and 2 January 2028 are a weekend, and the business days end on 23 December."""
+    year_end = Calendar("year-end", [Dates(yearly=(((12, 24), (12, 31)),))])
+    business = DayRules(
+        days=Calendar("business", [Weekdays(frozenset(range(5)))], exclude=[year_end])
+    )
+    assert business.find(date(2028, 1, 2), forward=False) == date(2027, 12, 23)
+    assert business.find(date(2027, 1, 3), forward=False) == date(2027, 1, 1)  # the year's first
+    assert business.find(date(2027, 12, 24)) == date(2028, 1, 3)
+
+
+def test_a_window_with_an_offset_is_that_instant_in_any_zone() -> None:
+    """08:30Z-09:30Z is 09:30-10:30 in Berlin: of a Berlin job's 09:00 and 10:00 it holds
+    the 10:00 fire only (a window without an offset is read in the job's zone)."""
+    utc = Window(datetime(2026, 3, 2, 8, 30, tzinfo=UTC), datetime(2026, 3, 2, 9, 30, tzinfo=UTC))
+    t = timing("0 9,10 * * *", DayRules(skip=[Calendar("migration", windows=[utc])]))
+    assert removed(t, at(2026, 3, 2), at(2026, 3, 3)) == ["03-02 10:00 skipped: migration"]
