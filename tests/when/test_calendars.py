@@ -5,7 +5,7 @@ Every expected date here was worked out by hand from a wall calendar."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
 
 from crond.when.calendars import Calendar, Dates, Holidays, Listed, Weekdays, Window
