@@ -5,7 +5,7 @@ Every expected date here was worked out by hand from a wall calendar."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from crond.when.calendars import Calendar, Dates, Holidays, Listed, Weekdays, Window
@@ -173,3 +173,105 @@ def test_a_window_with_an_offset_is_that_instant_in_any_zone() -> None:
     utc = Window(datetime(2026, 3, 2, 8, 30, tzinfo=UTC), datetime(2026, 3, 2, 9, 30, tzinfo=UTC))
     t = timing("0 9,10 * * *", DayRules(skip=[Calendar("migration", windows=[utc])]))
     assert removed(t, at(2026, 3, 2), at(2026, 3, 3)) == ["03-02 10:00 skipped: migration"]
+
+
+# --- days ----------------------------------------------------------------------------------
+
+
+def test_yearly_dates_around_29_february() -> None:
+    """A yearly range from 29 February starts on 1 March in a common year; one to 29
+    February ends on the 28th; 29 February alone is a leap year's day only."""
+    spring = Calendar("spring", [Dates(yearly=(((2, 29), (3, 2)),))])
+    winter = Calendar("winter", [Dates(yearly=(((2, 27), (2, 29)),))])
+    leap = Calendar("leap", [Dates(yearly=(((2, 29), (2, 29)),))])
+    assert [d.day for d in _days(spring, 2027, 2, 26, 3, 3)] == [1, 2]
+    assert [d.day for d in _days(spring, 2028, 2, 26, 3, 3)] == [29, 1, 2]
+    assert [d.day for d in _days(winter, 2027, 2, 26, 3, 3)] == [27, 28]
+    assert [d.day for d in _days(winter, 2028, 2, 26, 3, 3)] == [27, 28, 29]
+    assert _days(leap, 2027, 1, 1, 12, 31) == []
+    assert _days(leap, 2028, 1, 1, 12, 31) == [date(2028, 2, 29)]
+
+
+def _days(calendar: Calendar, year: int, m1: int, d1: int, m2: int, d2: int) -> list[date]:
+    lo, hi = date(year, m1, d1), date(year, m2, d2)
+    return [
+        lo + timedelta(days=i)
+        for i in range((hi - lo).days + 1)
+        if lo + timedelta(days=i) in calendar
+    ]
+
+
+def test_dates_of_several_spans_and_across_a_new_year() -> None:
+    spans = ((date(2026, 6, 1), date(2026, 6, 2)), (date(2026, 12, 31), date(2027, 1, 1)))
+    cal = Calendar("off", [Dates(spans=spans)])
+    assert _days(cal, 2026, 5, 31, 12, 31) == [
+        date(2026, 6, 1),
+        date(2026, 6, 2),
+        date(2026, 12, 31),
+    ]
+    assert _days(cal, 2027, 1, 1, 1, 3) == [date(2027, 1, 1)]
+
+
+def test_a_country_without_a_new_year_holiday() -> None:
+    israel = Calendar("il", [Holidays("IL")])
+    assert date(2026, 1, 1) not in israel
+    assert date(2026, 9, 21) in israel  # Yom Kippur
+    assert israel.why(date(2026, 9, 21)) == "il (Yom Kippur)"
+
+
+def test_windows_of_a_calendar_and_of_those_it_includes() -> None:
+    own = Window(datetime(2026, 3, 2, 8), datetime(2026, 3, 2, 10))
+    theirs = Window(datetime(2026, 3, 3, 8), datetime(2026, 3, 3, 10))
+    inner = Calendar("inner", windows=[theirs])
+    outer = Calendar("outer", include=[inner], windows=[own])
+    assert outer.all_windows() == [(own, "outer"), (theirs, "inner")]
+    t = timing("0 9 * * *", DayRules(skip=[outer]))
+    assert removed(t, at(2026, 3, 1), at(2026, 3, 4)) == [
+        "03-02 09:00 skipped: outer",
+        "03-03 09:00 skipped: inner",
+    ]
+
+
+def test_nth_day_in_months_with_fewer_days() -> None:
+    """March has three days of the calendar, April two: the third is March's only, the
+    second from the end one of each, the third from the end March's first."""
+    spans = ((date(2026, 3, 2), date(2026, 3, 4)), (date(2026, 4, 6), date(2026, 4, 7)))
+    days = Calendar("few", [Dates(spans=spans)])
+
+    def good(nth: int) -> list[date]:
+        rules = DayRules(days=days, nth_day=nth)
+        found, day = [], date(2026, 3, 1)
+        while (day := rules.find(day)) is not None and day.year == 2026:  # type: ignore[assignment]
+            found.append(day)
+            day += timedelta(days=1)
+        return found
+
+    assert good(3) == [date(2026, 3, 4)]
+    assert good(2) == [date(2026, 3, 3), date(2026, 4, 7)]
+    assert good(-2) == [date(2026, 3, 3), date(2026, 4, 6)]
+    assert good(-3) == [date(2026, 3, 2)]
+    assert good(4) == good(-4) == []
+
+
+def test_all_good_over_single_days_and_years() -> None:
+    off = Calendar("off", [Dates(spans=((date(2026, 6, 10),) * 2, (date(2027, 1, 1),) * 2))])
+    rules = DayRules(skip=[off])
+    assert rules.all_good(date(2026, 12, 20), date(2026, 12, 31))
+    assert not rules.all_good(date(2026, 12, 20), date(2027, 1, 1))
+    assert not rules.all_good(date(2027, 1, 1), date(2027, 1, 1))
+    assert rules.all_good(date(2027, 1, 2), date(2028, 1, 5))
+    assert not rules.all_good(date(2026, 1, 1), date(2027, 12, 31))
+    assert rules.all_good(date(2026, 6, 1), date(2026, 6, 9))
+    assert rules.all_good(date(2026, 6, 11), date(2026, 6, 30))
+    assert not rules.all_good(date(2026, 6, 10), date(2026, 6, 10))
+
+
+def test_a_fire_rolled_from_the_day_before_in_a_zone_behind_utc() -> None:
+    """Sunday 1 February 2026 is the one day left out; its 22:00 fire rolls to Monday
+    22:00, still ahead at 20:00 New York time (01:00 UTC on the 3rd)."""
+    ny = ZoneInfo("America/New_York")
+    days = Calendar("not-1-feb", exclude=[Calendar("x", [Dates(spans=((date(2026, 2, 1),) * 2,))])])
+    t = timing("0 22 1 * *", DayRules(days=days, roll="next"), ny)
+    fire = t.next_after(at(2026, 2, 2, 20, zone=ny))
+    assert fire is not None
+    assert fire.at == at(2026, 2, 2, 22, zone=ny)
