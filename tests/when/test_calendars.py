@@ -33,8 +33,9 @@ def removed(t: CalendarTiming, after: datetime, until: datetime, limit: int = 10
 
 
 def test_removed_names_the_skip_calendar_and_the_holiday() -> None:
+    """A window without an offset is read in the job's zone: 08:30-09:30 in Berlin."""
     freeze = Calendar(
-        "freeze", windows=[Window(datetime(2026, 12, 30, 8), datetime(2026, 12, 30, 10))]
+        "freeze", windows=[Window(datetime(2026, 12, 30, 8, 30), datetime(2026, 12, 30, 9, 30))]
     )
     t = timing("0 9 * * *", DayRules(skip=[BY, freeze]))
     assert removed(t, at(2026, 12, 23), at(2026, 12, 31, 9)) == [
@@ -77,7 +78,9 @@ def test_removed_says_which_nth_day() -> None:
 
 
 def test_a_rolled_fire_is_not_removed_but_a_window_still_is() -> None:
-    freeze = Calendar("freeze", windows=[Window(datetime(2026, 1, 7, 8), datetime(2026, 1, 7, 10))])
+    freeze = Calendar(
+        "freeze", windows=[Window(datetime(2026, 1, 7, 8, 30), datetime(2026, 1, 7, 9, 30))]
+    )
     t = timing("0 9 * * *", DayRules(days=WEEKDAYS, skip=[freeze], roll="next"))
     assert removed(t, at(2026, 1, 1), at(2026, 1, 8)) == ["01-07 09:00 skipped: freeze"]
     fires = t.fires(at(2026, 1, 5))
@@ -114,8 +117,8 @@ def test_why_follows_includes_to_the_source_that_holds_the_day() -> None:
     offsite = Calendar(
         "offsite",
         [
+            Dates(((date(2026, 12, 29), date(2026, 12, 29)),)),  # first: named by the second
             Listed({date(2026, 12, 28): "Offsite"}),
-            Dates(((date(2026, 12, 29), date(2026, 12, 29)),)),
         ],
     )
     freeze = Calendar(
@@ -151,6 +154,13 @@ def test_roll_next_takes_only_the_days_since_the_good_day_before() -> None:
         "2027-01-01 09:00",
         "2027-02-01 09:00",
         "2027-03-01 09:00",
+    ]
+    # 1 and 2 January 2026 are business days: the 2nd gets nothing either
+    fires = t.fires(at(2025, 12, 15))
+    assert [f"{next(fires).local:%Y-%m-%d %H:%M}" for _ in range(3)] == [
+        "2026-01-01 09:00",
+        "2026-02-02 09:00",  # 1 February and 1 March 2026 are Sundays
+        "2026-03-02 09:00",
     ]
     # 1 August 2027 is a Sunday: Monday the 2nd
     assert t.next_after(at(2027, 7, 15)).local.date() == date(2027, 8, 2)  # type: ignore[union-attr]
