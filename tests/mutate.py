@@ -5,9 +5,13 @@
 mutmut changes one small thing at a time in the code (a `>` into `>=`, a constant, a
 dropped argument: a "mutant") and runs the tests that reach it; a mutant no test notices
 "survives". The modules are those `[tool.mutmut]` in pyproject.toml names (the cron
-grammar, zones, the zone timeline, the timings and their notes, the planner), the tests
-those it lists. Each mutant runs in a process of its own, on caches emptied before each
-test (tests/fresh_caches.py).
+grammar, zones, the zone timeline, the timings and their notes, the richer cron fields
+`cronforms`, the calendars `calendars` and a job's fires through them `dayfilter`, the
+planner's `rules` and `heap`), the tests those it lists. Each mutant runs in a process
+of its own, on caches emptied before each test (tests/fresh_caches.py). The brute-force
+oracles of the calendar code (tests/when/test_cron_fields_oracle.py,
+test_calendar_oracle.py) see MUTANT_UNDER_TEST, which mutmut sets, and compare a few
+years that hold every shape instead of 2000-2037.
 
 The run happens in a scratch copy of the checkout (DIR, by default crond-mutate in the
 temporary directory, emptied first), so the checkout is never changed and its tests keep
@@ -15,7 +19,11 @@ running meanwhile; mutmut's own commands work there afterwards (`cd DIR && mutmu
 NAME`, `mutmut browse`). It prints the score of each module (killed / all), then every
 survivor with its change, marked with the reason tests/MUTANTS.md gives when it lists it
 as equivalent. It fails when a module scores under 95 % or a survivor is not listed.
-It takes minutes (about 15 on two cores): not part of `make test` nor CI.
+It takes long: about 15 minutes on two cores for the modules before the calendar code;
+`--only cronforms calendars dayfilter` (1,211 mutants) ran well over an hour with
+`--max-children 1` on two cores shared with other test runs (about 10 mutants a
+minute, plus some 10 minutes of mutmut's own full runs of the tests first). Not part
+of `make test` nor CI.
 """
 
 from __future__ import annotations
@@ -89,7 +97,7 @@ def _copy_checkout(work: Path) -> None:
         shutil.rmtree(work)
     work.mkdir(parents=True)
     skip = shutil.ignore_patterns("__pycache__", ".hypothesis", "*.pyc")
-    for part in ("crond", "tests", "docs"):  # docs: tests compare its tables
+    for part in ("crond", "tests", "docs"):  # docs: tests compare its tables with crond
         shutil.copytree(ROOT / part, work / part, ignore=skip)
     shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")
 
