@@ -1,0 +1,283 @@
+"""What the pages show, read as `crond status`, `next` and `history` read it: the file's
+jobs (loaded again when the file changes; a load that fails keeps the last good one, as
+the daemon does), their next fires, and the state store opened read-only for each read
+and closed after it (SQLite in WAL mode: a reader never holds the daemon's writes up).
+
+Every read here is synchronous and runs in a thread (crond/web/app.py); the jobs' rows
+are read at most once a second whoever asks (`Source.rows`), so a hundred open pages
+cost the store what one does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from crond import ownership
+from crond.clifile import load, reader_for
+from crond.status import alive_of
+from crond.status_text import expired, pause_text
+from crond.store.base import FAILED_OUTCOMES, AttemptRow, ClusterReader, Only, Reader, StateError
+from crond.when import preview
+
+if TYPE_CHECKING:
+    from crond.config.loaded import LoadedConfig
+    from crond.store.base import PauseRow, ReplicaRow, Summary
+    from crond.when.timing import Fire, Timing
+
+NEXT_FIRES = 20
+RUNS_SHOWN = 50
+_MAX_ATTEMPTS = 1000
+
+
+class JobRow(NamedTuple):
+    """A job as the jobs page shows it."""
+
+    name: str
+    schedule: str
+    zone: str
+    enabled: bool
+    next_utc: str | None
+    next_local: str | None
+    next_note: str | None
+    outcome: str | None  # the newest attempt's; None: never ran
+    run_id: str | None
+    started: str | None
+    duration_s: float | None
+    exit_code: int | None
+    running: bool
+    paused: str | None  # as `crond status` says it; None: not paused
+    last_success: str | None
+
+    @property
+    def failing(self) -> bool:
+        return not self.running and self.outcome in FAILED_OUTCOMES
+
+    def state(self) -> str:
+        if self.running:
+            return "running"
+        if self.paused:
+            return "paused"
+        if self.failing:
+            return "failing"
+        return "ok" if self.outcome else "never"
+
+
+@dataclass(frozen=True)
+class Rows:
+    """One read of every job, at `now`; `problem`: why the store could not be read."""
+
+    now: datetime
+    jobs: list[JobRow]
+    alive: bool
+    problem: str | None
+    file_problem: str | None
+
+
+@dataclass(frozen=True)
+class JobPage:
+    row: JobRow
+    fires: list[Fire]
+    removed: list[str]
+    runs: list[AttemptRow]  # newest first
+    streak: int
+    problem: str | None
+
+
+class Cluster(NamedTuple):
+    replicas: list[ReplicaRow]
+    now: datetime
+    digest: str
+    timeout: timedelta
+
+
+class Source:
+    """The schedules file and its daemon's store, as the pages read them."""
+
+    def __init__(self, path: Path, cfg: LoadedConfig, state_dir: str | None) -> None:
+        self.path = path
+        self.state_dir = state_dir
+        self.cfg = cfg
+        self._stamp = _stamp(path)
+        self._timings: dict[str, Timing] = {}
+        self._next: dict[str, Fire | None] = {}
+        self.file_problem: str | None = None
+        self._cached: Rows | None = None
+
+    # --- the file ----------------------------------------------------------------------
+
+    def refresh_file(self) -> None:
+        """Load the file again if it changed on disk; a file that does not load keeps the
+        jobs loaded before (the daemon does the same), and says why."""
+        stamp = _stamp(self.path)
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        from crond.config import problems  # noqa: PLC0415  (pydantic: loaded already)
+
+        try:
+            self.cfg = load(self.path, check_owner=False)
+        except problems.ConfigError as exc:
+            first = exc.problems[0] if exc.problems else exc
+            self.file_problem = f"{self.path} has errors; showing the jobs it had: {first}"
+            return
+        self.file_problem = None
+        self._timings.clear()
+        self._next.clear()
+
+    def timing(self, name: str) -> Timing:
+        found = self._timings.get(name)
+        if found is None:
+            found = self._timings[name] = self.cfg.jobs[name].make_timing()
+        return found
+
+    def next_fire(self, name: str, now: datetime) -> Fire | None:
+        """The job's next fire after `now`, kept until it passes."""
+        fire = self._next.get(name)
+        if fire is None or fire.at <= now:
+            job = self.cfg.jobs[name]
+            fire = self.timing(name).next_after(now) if job.settings.enabled else None
+            self._next[name] = fire
+        return fire
+
+    def digest(self) -> str:
+        try:
+            return hashlib.sha256(
+                ownership.read_schedules_file(self.path, enforce=False)
+            ).hexdigest()
+        except ownership.FileRefused:
+            return ""
+
+    # --- the store ---------------------------------------------------------------------
+
+    def open(self) -> Reader:
+        """The store, read-only. Raises StateError."""
+        return reader_for(self.cfg, self.state_dir)
+
+    def rows(self, now: datetime) -> Rows:
+        """Every job's row; read at most once a second (the cached read otherwise)."""
+        cached = self._cached
+        if cached is not None and timedelta(0) <= now - cached.now < timedelta(seconds=1):
+            return cached
+        self.refresh_file()
+        summaries: Mapping[str, Summary] = {}
+        pauses: Mapping[str, PauseRow] = {}
+        alive, problem = False, None
+        try:
+            reader = self.open()
+            try:
+                summaries, pauses = reader.summaries(), reader.pauses()
+                alive = alive_of(reader, self.cfg.daemon.replica_timeout)
+            finally:
+                reader.close()
+        except StateError as exc:
+            problem = str(exc)
+        jobs = [
+            self._row(name, summaries.get(name), pauses.get(name), now, alive=alive)
+            for name in self.cfg.jobs
+        ]
+        self._cached = Rows(now, jobs, alive, problem, self.file_problem)
+        return self._cached
+
+    def _row(
+        self,
+        name: str,
+        summary: Summary | None,
+        pause: PauseRow | None,
+        now: datetime,
+        *,
+        alive: bool,
+    ) -> JobRow:
+        job = self.cfg.jobs[name]
+        fire = self.next_fire(name, now)
+        s = summary
+        return JobRow(
+            name=name,
+            schedule=job.schedule_text,
+            zone=job.settings.timezone or self.cfg.config.timezone,
+            enabled=job.settings.enabled,
+            next_utc=None if fire is None else preview.utc_text(fire.at),
+            next_local=None if fire is None else preview.local_text(fire.local),
+            next_note=None if fire is None else fire.note,
+            outcome=None if s is None else s.outcome,
+            run_id=None if s is None else s.run_id,
+            started=None if s is None else s.started,
+            duration_s=None if s is None else s.duration_s,
+            exit_code=None if s is None else s.exit_code,
+            running=alive and s is not None and s.run_id is not None and s.finished is None,
+            paused=None if pause is None or expired(pause, now) else pause_text(pause, now),
+            last_success=None if s is None else s.success_started,
+        )
+
+    def job(self, name: str, now: datetime) -> JobPage:
+        """A job's page: next fires with their notes, what calendars removed, its runs."""
+        row = next(r for r in self.rows(now).jobs if r.name == name)
+        timing = self.timing(name)
+        enabled = self.cfg.jobs[name].settings.enabled
+        fires = list(itertools.islice(timing.fires(now), NEXT_FIRES)) if enabled else []
+        listed = [preview.PreviewRow(name, f) for f in fires]
+        removed = preview.removed_lines({name: timing}, listed, now, NEXT_FIRES)
+        runs: list[AttemptRow] = []
+        problem = None
+        try:
+            reader = self.open()
+            try:
+                runs = reader.recent(name, RUNS_SHOWN)[::-1]
+            finally:
+                reader.close()
+        except StateError as exc:
+            problem = str(exc)
+        return JobPage(row, fires, removed, runs, _streak(runs), problem)
+
+    def run(self, run_id: str) -> list[AttemptRow]:
+        """The attempts of one run, oldest first. Raises StateError."""
+        reader = self.open()
+        try:
+            return reader.recent(None, _MAX_ATTEMPTS, Only(run_id=run_id))
+        finally:
+            reader.close()
+
+    def open_runs(self) -> list[AttemptRow] | None:
+        """With a database, every replica's open attempts; None: a store of one daemon."""
+        reader = self.open()
+        try:
+            return reader.open_runs() if isinstance(reader, ClusterReader) else None
+        finally:
+            reader.close()
+
+    def cluster(self) -> Cluster | None:
+        """The replicas of the file's cluster; None without a database. Raises StateError."""
+        reader = self.open()
+        try:
+            if not isinstance(reader, ClusterReader):
+                return None
+            replicas, now = reader.replicas(), reader.clock()
+        finally:
+            reader.close()
+        return Cluster(replicas, now, self.digest(), self.cfg.daemon.replica_timeout)
+
+
+def _streak(runs: list[AttemptRow]) -> int:
+    """Failed runs in a row, newest first (a run's outcome: its last attempt's)."""
+    count, seen = 0, set()
+    for attempt in runs:
+        if attempt.run_id in seen or attempt.finished is None:
+            continue
+        seen.add(attempt.run_id)
+        if attempt.outcome not in FAILED_OUTCOMES:
+            break
+        count += 1
+    return count
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
