@@ -49,6 +49,7 @@ async def act(web: Web, request: Request) -> Response:
         web.log.warning("web.action_failed", action=action, job=name, by=by, error=str(exc))
         key = web.flash(False, f"{action} {name}: {exc}")
         return RedirectResponse(f"{back}?said={key}", status_code=303)
+    web.source.forget()
     web.log.info("web.action", action=action, job=name, by=by, **_logged(args))
     key = web.flash(True, _said(action, name, result))
     return RedirectResponse(f"{back}?said={key}", status_code=303)

@@ -63,7 +63,7 @@ class Web:
             csrf=self.gate.csrf(user),
             said=said,
             nav=request.url.path,
-            **values,
+            **{"version": "", **values},
         )
         return HTMLResponse(html, status_code=status)
 

@@ -1,7 +1,8 @@
 """Live updates as server-sent events (text/event-stream; /static/app.js listens):
 
-- `/events`: `changed` once a second at most, when what the jobs' rows say changed (the
-  page then fetches itself again and swaps its main part): a change is seen within 2 s;
+- `/events`: `version` first, then `changed` once a second at most, when what the
+  jobs' rows say changed (the page then fetches itself again and swaps its main
+  part): a change is seen within 2 s;
 - `/follow/KEY/events`: a triggered run's output lines as they come, then `end`.
 
 At most `MAX_STREAMS` streams at once (a newcomer beyond gets 503, and the browser tries
@@ -13,7 +14,6 @@ or the store anything of its own.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -24,19 +24,12 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
 if TYPE_CHECKING:
     from crond.web.app import Web
-    from crond.web.state import Rows
 
 MAX_STREAMS = 32
 LIFETIME_S = 300.0
 TICK_S = 1.0
 _FOLLOW_TICK_S = 0.2
 _slots: dict[int, int] = {}  # streams open, by dashboard
-
-
-def version(rows: Rows) -> str:
-    """What changes when anything a page shows of the jobs changes."""
-    digest = hashlib.sha256(repr((rows.jobs, rows.alive, rows.problem)).encode())
-    return digest.hexdigest()[:16]
 
 
 def _event(name: str, data: str) -> bytes:
@@ -64,17 +57,24 @@ async def _bounded(web: Web, body: AsyncIterator[bytes]) -> Response:
 
 
 async def changes(web: Web, request: Request) -> Response:
+    # The version the page was drawn from: a change between its drawing and this
+    # stream's first read is told at once.
+    since = request.query_params.get("since", "")[:16] or None
+
     async def body() -> AsyncIterator[bytes]:
         ends = time.monotonic() + LIFETIME_S
-        last = None
+        last, first = since, True
         yield b"retry: 1000\n\n"
         while time.monotonic() < ends and not await request.is_disconnected():
             rows = await asyncio.to_thread(web.source.rows, web.clock.now())
-            now = version(rows)
+            now = rows.version
+            if first:  # the stream has read what later changes are compared with
+                yield _event("version", now)
             if last is not None and now != last:
                 yield _event("changed", now)
-            else:
+            elif not first:
                 yield b": tick\n\n"
+            first = False
             last = now
             await asyncio.sleep(TICK_S)
 

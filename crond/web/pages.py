@@ -44,6 +44,7 @@ async def jobs(web: Web, request: Request) -> Response:
     return web.render(
         request,
         "jobs.html",
+        version=rows.version,
         rows=rows,
         shown=found[(page - 1) * PAGE : page * PAGE],
         found=len(found),
@@ -65,6 +66,7 @@ async def job(web: Web, request: Request) -> Response:
     return web.render(
         request,
         "job.html",
+        version=found.version,
         page=found,
         bars=charts.run_bars(found.runs),
         chart=(charts.WIDTH, charts.HEIGHT),

@@ -198,7 +198,7 @@ def test_a_viewer_is_refused_and_logged(site: tuple[Dash, Crond, Path]) -> None:
 
 
 def test_an_operators_pause_reaches_the_daemon(site: tuple[Dash, Crond, Path]) -> None:
-    dash, started, file = site
+    dash, started, _ = site
     data = {"csrf": token(dash, "alice"), "for": "1h", "note": "<i>db</i>"}
     answer = post(dash, "/jobs/quiet/pause", data)
     assert answer.status_code == 303

@@ -8,8 +8,9 @@
   if (!main) { return; }
   if (main.dataset.live) {
     let busy = false;
-    const events = new EventSource("/events");
-    events.addEventListener("changed", function () {
+    const events = new EventSource("/events?since=" + encodeURIComponent(main.dataset.version || ""));
+    events.addEventListener("version", function (e) { document.body.dataset.version = e.data; });
+    events.addEventListener("changed", function (e) {
       if (busy) { return; }
       busy = true;
       fetch(window.location.href, { credentials: "same-origin" })
@@ -18,6 +19,7 @@
           if (html === null) { return; }
           const next = new DOMParser().parseFromString(html, "text/html").getElementById("live");
           if (next) { main.replaceChildren(...next.childNodes); }
+          document.body.dataset.version = e.data;
           document.body.dataset.updated = String(Date.now());
         })
         .finally(function () { busy = false; });
