@@ -5,6 +5,7 @@ of them may act (docs/web.md). Checked with the rest of the file, each mistake l
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Annotated, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -14,8 +15,8 @@ from crond.config.address import AddressError, split_address
 from crond.config.fieldtypes import FrozenModel, field_error
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
-_USER = r"^[A-Za-z0-9_.@-]{1,64}$"  # a login as htpasswd files write them
-_HOST = r"^[A-Za-z0-9.-]{1,253}$|^\[[0-9A-Fa-f:.]{2,45}\]$"
+_USER = r"[A-Za-z0-9_.@-]{1,64}"  # a login as htpasswd files write them
+_HOST = r"[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]"
 
 
 def is_loopback(host: str) -> bool:
@@ -33,9 +34,33 @@ class Web(FrozenModel):
 
     listen: str = DEFAULT_LISTEN
     users: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
-    operators: list[Annotated[str, Field(pattern=_USER)]] = Field(default_factory=list)
+    operators: list[Annotated[str, Field(max_length=300)]] = Field(default_factory=list)
     # Host header values accepted besides the listen address (a reverse proxy's name).
-    hosts: list[Annotated[str, Field(pattern=_HOST)]] = Field(default_factory=list)
+    hosts: list[Annotated[str, Field(max_length=300)]] = Field(default_factory=list)
+
+    @field_validator("operators")
+    @classmethod
+    def _operators(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.fullmatch(_USER, name):
+                raise PydanticCustomError(
+                    "crond",
+                    f"{name!r} is not a user name of web.users (1 to 64 letters, digits, "
+                    "and _ . @ -)",
+                )
+        return value
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.fullmatch(_HOST, name):
+                raise PydanticCustomError(
+                    "crond",
+                    f"{name!r} is not a host name as a Host header gives it (e.g. "
+                    "cron.example.com, or [2001:db8::1])",
+                )
+        return value
 
     @field_validator("listen", mode="before")
     @classmethod
