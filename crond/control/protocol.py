@@ -11,6 +11,9 @@ The request, one line of at most `MAX_LINE` bytes:
 
     {"v": 1, "cmd": "ps" | "trigger" | "kill" | "pause" | "resume" | "reload", "args": {...}}
 
+and optionally `"for": "web:USER"`: the dashboard's user a request is made for (the
+events' `by` then names that user, and keeps the caller's own as `via`).
+
 | cmd | args |
 |---|---|
 | `ps` | `{}` |
@@ -60,6 +63,7 @@ add some):
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -81,6 +85,7 @@ STREAMS = ("stdout", "stderr")
 MAX_LINE = 64 * 1024  # bytes of a request line, its newline included
 MAX_NOTE = 500  # characters of a pause's note (crond status shows it whole)
 _MAX_NAME = 1024  # characters of a job's name or a run id as a kill's target
+_ON_BEHALF = re.compile(r"web:[A-Za-z0-9_.@-]{1,64}")  # a user of `crond web` (docs/web.md)
 
 
 class ControlError(Exception):
@@ -97,6 +102,9 @@ class ControlError(Exception):
 class Request:
     cmd: str
     args: dict[str, Any]
+    # `"for": "web:USER"`: the person a program that steers for people (`crond web`)
+    # acts for; logged as who did it, beside the program's own uid and pid.
+    on_behalf: str | None = None
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -104,8 +112,9 @@ def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
-def request_line(cmd: str, args: dict[str, Any]) -> bytes:
-    return encode({"v": VERSION, "cmd": cmd, "args": args})
+def request_line(cmd: str, args: dict[str, Any], on_behalf: str | None = None) -> bytes:
+    line = {"v": VERSION, "cmd": cmd, "args": args}
+    return encode(line if on_behalf is None else {**line, "for": on_behalf})
 
 
 def ok(result: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +159,12 @@ def parse_request(line: bytes) -> Request:
         )
     if not isinstance(args, dict):
         raise ControlError("bad_request", '"args" is not a JSON object')
-    return Request(cmd, _CHECKS[cmd](args))
+    on_behalf = data.get("for")
+    if on_behalf is not None and not (
+        isinstance(on_behalf, str) and _ON_BEHALF.fullmatch(on_behalf)
+    ):
+        raise ControlError("bad_request", '"for" is not web:USER')
+    return Request(cmd, _CHECKS[cmd](args), on_behalf)
 
 
 def _ps(_args: dict[str, Any]) -> dict[str, Any]:

@@ -39,12 +39,12 @@ async def act(web: Web, request: Request) -> Response:
     back = f"/jobs/{quote(name, safe='')}"
     try:
         if action == "trigger":
-            follow = web.follows.start(web.socket, name)
+            follow = web.follows.start(web.socket, name, by)
             web.log.info("web.action", action=action, job=name, by=by, follow=follow.id)
             return RedirectResponse(f"/follow/{follow.id}", status_code=303)
         form = await request.form()  # read already by _refusal: starlette keeps it
         args = _args(action, name, form, web.clock.now())
-        result = await asyncio.to_thread(call, web.socket, action, args)
+        result = await asyncio.to_thread(call, web.socket, action, args, by)
     except (SteerError, Refused) as exc:
         web.log.warning("web.action_failed", action=action, job=name, by=by, error=str(exc))
         key = web.flash(False, f"{action} {name}: {exc}")

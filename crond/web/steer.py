@@ -33,13 +33,15 @@ def socket_of(control_socket: str | None, flag: str | None, state_dir: str | Non
     return None if path is None else where.fallback(path, control_socket, flag, state_dir)
 
 
-def call(path: Path | None, cmd: str, args: dict[str, Any]) -> dict[str, Any]:
-    """Send one request; its result. Raises SteerError."""
+def call(
+    path: Path | None, cmd: str, args: dict[str, Any], by: str | None = None
+) -> dict[str, Any]:
+    """Send one request (for `by`, web:USER); its result. Raises SteerError."""
     if path is None:
         raise SteerError("the file turns the control socket off (control_socket: none)")
     final: dict[str, Any] = {}
     try:
-        for message in client.request(path, cmd, args):
+        for message in client.request(path, cmd, args, on_behalf=by):
             if "ok" in message:
                 final = message
     except client.NoDaemon:
@@ -55,9 +57,10 @@ def call(path: Path | None, cmd: str, args: dict[str, Any]) -> dict[str, Any]:
 class Follow:
     """One triggered run's output as it comes, then its end."""
 
-    def __init__(self, job: str) -> None:
+    def __init__(self, job: str, by: str) -> None:
         self.id = secrets.token_urlsafe(12)
         self.job = job
+        self.by = by
         self.lines: deque[tuple[int, str, str]] = deque(maxlen=MAX_LINES)
         self.count = 0  # lines seen, the first kept's number is count - len(lines)
         self.result: dict[str, Any] | None = None
@@ -75,7 +78,7 @@ class Follow:
     def run(self, path: Path) -> None:
         try:
             for message in client.request(
-                path, "trigger", {"job": self.job, "wait": True}, timeout=None
+                path, "trigger", {"job": self.job, "wait": True}, timeout=None, on_behalf=self.by
             ):
                 if "ok" in message:
                     if message.get("ok") is True and isinstance(message.get("result"), dict):
@@ -100,7 +103,7 @@ class Follows:
         self._all: dict[str, Follow] = {}
         self._lock = threading.Lock()
 
-    def start(self, path: Path | None, job: str) -> Follow:
+    def start(self, path: Path | None, job: str, by: str) -> Follow:
         """Trigger `job` and follow it. Raises SteerError (no socket, too many at once)."""
         if path is None:
             raise SteerError("the file turns the control socket off (control_socket: none)")
@@ -115,7 +118,7 @@ class Follows:
                 ended = [k for k, f in self._all.items() if f.done]
                 if ended:
                     del self._all[ended[0]]
-            follow = Follow(job)
+            follow = Follow(job, by)
             self._all[follow.id] = follow
         threading.Thread(
             target=follow.run, args=(path,), daemon=True, name="crond-web-follow"

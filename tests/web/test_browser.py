@@ -137,6 +137,7 @@ def test_pause_and_resume_are_seen_in_crond_status(driver: WebDriver, site: Site
     paused = status_of(site.file, "quiet")["paused"]
     assert paused is not None
     assert paused["note"] == "<b>migration</b>"
+    assert paused["by"]["user"] == "web:alice"
     # The note as text, as `crond status` says it.
     wait(driver, LIVE_S + 1).until(
         lambda d: '("<b>migration</b>")' in d.find_element(By.ID, "live").text

@@ -5,6 +5,8 @@ streams, the headers every answer carries, and that what jobs print is escaped."
 
 from __future__ import annotations
 
+import os
+import pwd
 import re
 import socket
 from collections.abc import Iterator
@@ -202,7 +204,11 @@ def test_an_operators_pause_reaches_the_daemon(site: tuple[Dash, Crond, Path]) -
     data = {"csrf": token(dash, "alice"), "for": "1h", "note": "<i>db</i>"}
     answer = post(dash, "/jobs/quiet/pause", data)
     assert answer.status_code == 303
-    started.wait_for("job.paused", lambda e: e.get("job") == "quiet")
+    paused = started.wait_for("job.paused", lambda e: e.get("job") == "quiet")
+    # The daemon logs the dashboard's user as who paused it, and the dashboard's own
+    # process (this test's user) as the way it came.
+    assert paused["by"]["user"] == "web:alice"
+    assert paused["by"]["via"] == pwd.getpwuid(os.getuid()).pw_name
     dash.wait_for("web.action", lambda e: e.get("action") == "pause" and e.get("by") == "web:alice")
     # Seen within 2 s (the pages read the store at most once a second).
     eventually(lambda: "&lt;i&gt;db&lt;/i&gt;" in get(dash, "/jobs/quiet").text, 2.0, "the pause")
