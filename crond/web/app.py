@@ -48,6 +48,9 @@ class Web:
         )
     )
 
+    def __post_init__(self) -> None:
+        self.templates.filters["when"] = when
+
     def flash(self, ok: bool, text: str) -> str:
         key = secrets.token_urlsafe(9)
         self.flashes[key] = (ok, text)
@@ -66,6 +69,18 @@ class Web:
             **{"version": "", **values},
         )
         return HTMLResponse(html, status_code=status)
+
+
+def when(text: str | None) -> str:
+    """An ISO-8601 instant as the pages show it: `2026-12-03 18:43:25Z`, to the second
+    (`2026-12-04 02:30:00+01:00` with an offset)."""
+    if not text:
+        return ""
+    day, _, rest = text.partition("T")
+    clock, offset = rest[:8], rest[8:]
+    if offset.startswith("."):  # fractions of a second
+        offset = offset.lstrip(".0123456789")
+    return f"{day} {clock}{offset}"
 
 
 def build(web: Web, *, names: frozenset[str], loopback: bool) -> Guard:

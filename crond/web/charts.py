@@ -19,6 +19,7 @@ SLOTS = 96  # quarter hours in 24 hours
 MAX_FIRES = 200_000  # counted over all jobs, at most: beyond, the count says so
 _PER_JOB = 24 * 60 * 60  # one a second at most a job (an `every: 1s` job)
 _NAMES_SHOWN = 5
+_FEWEST_BARS = 25
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ def run_bars(runs: Sequence[AttemptRow]) -> list[Bar]:
     if not shown:
         return []
     longest = max((r.duration_s or 0.0) for r in shown) or 1.0
-    step = WIDTH / max(len(shown), 1)
+    step = WIDTH / max(len(shown), _FEWEST_BARS)  # a few runs: narrow bars, at the left
     bars = []
     for i, run in enumerate(shown):
         seconds = run.duration_s or 0.0

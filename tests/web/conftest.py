@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from _pytest.reports import TestReport
 
+from tests.web.dash import chrome
+
 CHROMIUM = ("chromium", "chromium-browser")
 DRIVER = "chromedriver"
 
@@ -39,24 +41,7 @@ def artifacts() -> Path:
 @pytest.fixture(scope="module")
 def driver() -> Iterator[object]:
     """One headless Chromium for the module's tests (starting one takes ~2 s)."""
-    browser, path = browser_paths()
-    from selenium import webdriver  # noqa: PLC0415  (only where a browser test runs)
-    from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",  # as root in CI
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,900",
-        "--no-first-run",
-        "--disable-background-networking",
-    ):
-        options.add_argument(arg)
-    started = webdriver.Chrome(options=options, service=Service(executable_path=path))
-    started.execute_cdp_cmd("Network.enable", {})
+    started = chrome(*browser_paths())
     try:
         yield started
     finally:

@@ -13,9 +13,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bcrypt
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.e2e.harness import CROND, Crond
 
@@ -113,3 +116,33 @@ def daemon(file: Path) -> Crond:
     started = Crond([str(file)])
     started.wait_for("control.listening")
     return started
+
+
+def chrome(browser: str, driver: str) -> WebDriver:
+    """Headless Chromium at `browser`, driven through the chromedriver at `driver` (both
+    given: Selenium downloads nothing), its network domain on (for the credentials)."""
+    from selenium import webdriver  # noqa: PLC0415  (only where a browser runs)
+    from selenium.webdriver.chrome.service import Service  # noqa: PLC0415
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # as root in CI
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--no-first-run",
+        "--disable-background-networking",
+    ):
+        options.add_argument(arg)
+    started = webdriver.Chrome(options=options, service=Service(executable_path=driver))
+    started.execute_cdp_cmd("Network.enable", {})
+    return started
+
+
+def as_user(driver: WebDriver, user: str) -> None:
+    """Every request of the browser from now on carries `user`'s credentials."""
+    driver.execute_cdp_cmd(
+        "Network.setExtraHTTPHeaders", {"headers": {"Authorization": basic(user)}}
+    )
