@@ -29,6 +29,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _each(names: list[str], pattern: str, what: str) -> list[str]:
+    for name in names:
+        if not re.fullmatch(pattern, name):
+            raise PydanticCustomError("crond", f"{name!r} is not {what}")
+    return names
+
+
 class Web(FrozenModel):
     """`web:` (docs/web.md). `users` is required for any listen address but loopback."""
 
@@ -41,26 +48,12 @@ class Web(FrozenModel):
     @field_validator("operators")
     @classmethod
     def _operators(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not re.fullmatch(_USER, name):
-                raise PydanticCustomError(
-                    "crond",
-                    f"{name!r} is not a user name of web.users (1 to 64 letters, digits, "
-                    "and _ . @ -)",
-                )
-        return value
+        return _each(value, _USER, "a user name of web.users (1 to 64 letters, digits, _ . @ -)")
 
     @field_validator("hosts")
     @classmethod
     def _hosts(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not re.fullmatch(_HOST, name):
-                raise PydanticCustomError(
-                    "crond",
-                    f"{name!r} is not a host name as a Host header gives it (e.g. "
-                    "cron.example.com, or [2001:db8::1])",
-                )
-        return value
+        return _each(value, _HOST, "a host name as a Host header gives it (cron.example.com)")
 
     @field_validator("listen", mode="before")
     @classmethod

@@ -19,7 +19,7 @@ from crond.web.auth import User
 from crond.web.steer import SteerError, call
 
 if TYPE_CHECKING:
-    from crond.web.app import Web
+    from crond.web.context import Web
 
 ACTIONS = ("trigger", "kill", "pause", "resume")
 _LATEST = datetime(2200, 1, 1, tzinfo=UTC)

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
 if TYPE_CHECKING:
-    from crond.web.app import Web
+    from crond.web.context import Web
 
 MAX_STREAMS = 32
 LIFETIME_S = 300.0

@@ -17,7 +17,7 @@ from crond.web import charts
 from crond.web.steer import SteerError, call
 
 if TYPE_CHECKING:
-    from crond.web.app import Web
+    from crond.web.context import Web
 
 PAGE = 200  # jobs a page
 STATES = ("failing", "running", "paused")

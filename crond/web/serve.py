@@ -15,8 +15,9 @@ from crond.config.address import split_address
 from crond.config.loaded import LoadedConfig
 from crond.config.web import is_loopback
 from crond.web import steer
-from crond.web.app import Web, build
+from crond.web.app import build
 from crond.web.auth import Gate, UsersError, read_users
+from crond.web.context import Web
 from crond.web.state import Source
 
 MAX_CONNECTIONS = 64

@@ -5,13 +5,14 @@ process, whose JSON log events are collected as they come."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import queue
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ import bcrypt
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.e2e.harness import CROND, Crond
+from tests.e2e.harness import CROND, Crond, run_cli
 
 PASSWORDS = {"alice": "alice-pw", "bob": "bob-pw"}  # alice operates, bob looks
 
@@ -146,3 +147,19 @@ def as_user(driver: WebDriver, user: str) -> None:
     driver.execute_cdp_cmd(
         "Network.setExtraHTTPHeaders", {"headers": {"Authorization": basic(user)}}
     )
+
+
+@contextlib.contextmanager
+def site(file: Path, failing: str) -> Iterator[tuple[Dash, Crond]]:
+    """The daemon on `file`, `failing` run once (it exits 3), then the dashboard."""
+    started = daemon(file)
+    dash = None
+    try:
+        done = run_cli("trigger", str(file), failing, "--wait")
+        assert done.returncode == 3, done.stderr
+        dash = Dash(file)
+        yield dash, started
+    finally:
+        if dash is not None:
+            dash.stop()
+        started.kill()

@@ -18,6 +18,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.e2e.harness import Crond, run_cli
 from tests.web.dash import Dash, as_user, daemon, schedules
+from tests.web.dash import site as site_of
 
 pytestmark = pytest.mark.xdist_group("web-browser")
 
@@ -47,17 +48,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     command: "true"
 """
     file = schedules(directory, jobs)
-    started = daemon(file)
-    dash = None
-    try:
-        done = run_cli("trigger", str(file), "broken", "--wait")
-        assert done.returncode == 3, done.stderr
-        dash = Dash(file)
+    with site_of(file, "broken") as (dash, started):
         yield Site(dash, started, file, go)
-    finally:
-        if dash is not None:
-            dash.stop()
-        started.kill()
 
 
 def wait(driver: WebDriver, timeout: float = 10.0) -> WebDriverWait[WebDriver]:

@@ -15,8 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.harness import Crond, eventually, run_cli
-from tests.web.dash import Dash, basic, daemon, schedules
+from tests.e2e.harness import Crond, eventually
+from tests.web.dash import Dash, basic, schedules
+from tests.web.dash import site as site_of
 
 pytestmark = pytest.mark.xdist_group("web-http")
 
@@ -38,17 +39,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dash, Crond
     file = schedules(directory, JOBS)
     mp = pytest.MonkeyPatch()
     mp.setenv("SECRET_UUID", SECRET)
-    started = daemon(file)
-    dash = None
     try:
-        done = run_cli("trigger", str(file), "xss", "--wait")
-        assert done.returncode == 3, done.stderr
-        dash = Dash(file)
-        yield dash, started, file
+        with site_of(file, "xss") as (dash, started):
+            yield dash, started, file
     finally:
-        if dash is not None:
-            dash.stop()
-        started.kill()
         mp.undo()
 
 
