@@ -67,3 +67,20 @@ def test_it_runs_as_nobody_in_particular_and_writes_nothing() -> None:
     assert "ReadWritePaths" not in found
     assert found["CapabilityBoundingSet"] == [""]
     assert found["ExecStart"] == ["/usr/local/bin/crond web /etc/crond/schedules.yaml"]
+
+
+def test_every_template_and_asset_ships_in_the_wheel() -> None:
+    """pyproject's package-data names every file the dashboard serves: a page whose
+    template is left out of the wheel would fail only once installed."""
+    import fnmatch  # noqa: PLC0415
+    import tomllib  # noqa: PLC0415
+
+    repo = UNIT.parents[1]
+    data = tomllib.loads((repo / "pyproject.toml").read_text())
+    patterns = data["tool"]["setuptools"]["package-data"]["crond"]
+    web = repo / "crond" / "web"
+    files = [p.relative_to(repo / "crond").as_posix() for p in web.rglob("*") if p.is_file()]
+    served = [f for f in files if not f.endswith((".py", ".pyc")) and "__pycache__" not in f]
+    assert served, "no templates found"
+    assert [f for f in served if not any(fnmatch.fnmatch(f, p) for p in patterns)] == []
+    assert "web" in data["project"]["optional-dependencies"]
