@@ -59,10 +59,11 @@ async def jobs(web: Web, request: Request) -> Response:
 
 async def job(web: Web, request: Request) -> Response:
     name = request.path_params["name"]
-    if name not in web.source.cfg.jobs:
+    found = None
+    if name in web.source.cfg.jobs:
+        found = await asyncio.to_thread(web.source.job, name, web.clock.now())
+    if found is None:
         return web.render(request, "missing.html", 404, what=f"A job named {name!r}")
-    now = web.clock.now()
-    found = await asyncio.to_thread(web.source.job, name, now)
     return web.render(
         request,
         "job.html",

@@ -137,7 +137,7 @@ class Source:
         from crond.config import problems  # noqa: PLC0415  (pydantic: loaded already)
 
         try:
-            self.cfg = load(self.path, check_owner=False)
+            self.cfg = load(self.path, check_owner=True)  # as `crond web` first read it
         except problems.ConfigError as exc:
             first = exc.problems[0] if exc.problems else exc
             self.file_problem = f"{self.path} has errors; showing the jobs it had: {first}"
@@ -245,10 +245,13 @@ class Source:
             last_success=None if s is None else s.success_started,
         )
 
-    def job(self, name: str, now: datetime) -> JobPage:
-        """A job's page: next fires with their notes, what calendars removed, its runs."""
+    def job(self, name: str, now: datetime) -> JobPage | None:
+        """A job's page: next fires with their notes, what calendars removed, its runs;
+        None when the file (loaded again) has no such job."""
         rows = self.rows(now)
-        row = next(r for r in rows.jobs if r.name == name)
+        row = next((r for r in rows.jobs if r.name == name), None)
+        if row is None:
+            return None
         timing = self.timing(name)
         enabled = self.cfg.jobs[name].settings.enabled
         fires = list(itertools.islice(timing.fires(now), NEXT_FIRES)) if enabled else []
