@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -124,6 +125,7 @@ class Source:
         self._fixed: dict[str, tuple[str, str, bool]] = {}
         self.file_problem: str | None = None
         self._cached: Rows | None = None
+        self._reading = threading.Lock()
 
     # --- the file ----------------------------------------------------------------------
 
@@ -186,10 +188,16 @@ class Source:
         self._cached = None
 
     def rows(self, now: datetime) -> Rows:
-        """Every job's row; read at most once a second (the cached read otherwise)."""
-        cached = self._cached
-        if cached is not None and timedelta(0) <= now - cached.now < timedelta(seconds=1):
-            return cached
+        """Every job's row; read at most once a second (the cached read otherwise), by
+        one thread at a time: pages asked for together wait for one read, not make ten."""
+        with self._reading:
+            cached = self._cached
+            if cached is not None and timedelta(0) <= now - cached.now < timedelta(seconds=1):
+                return cached
+            self._cached = self._read(now)
+            return self._cached
+
+    def _read(self, now: datetime) -> Rows:
         self.refresh_file()
         summaries: Mapping[str, Summary] = {}
         pauses: Mapping[str, PauseRow] = {}
@@ -207,8 +215,7 @@ class Source:
             self._row(name, summaries.get(name), pauses.get(name), now, alive=alive)
             for name in self.cfg.jobs
         ]
-        self._cached = Rows(now, jobs, alive, problem, self.file_problem)
-        return self._cached
+        return Rows(now, jobs, alive, problem, self.file_problem)
 
     def _row(
         self,
