@@ -23,13 +23,14 @@ events' `by` then names that user, and keeps the caller's own as `via`).
 | | `"note"`: text or null |
 | `resume` | `{"jobs": [NAME, ...]}` or `{"all": true}` |
 | `reload` | `{}` |
+| `follow` | `{"run_id": RUN_ID}`: a run going in this daemon (`crond web`'s Now page) |
 
 The replies: zero or more stream lines, then one final line, then the server closes. A
 caller keeps its side open until then: a caller that closes it (or hangs up) while its
 answer is still being worked out — `trigger` with `wait` — is taken to have gone, and
 its answer is dropped (the run goes on).
 
-    {"stream": "stdout" | "stderr", "line": "..."}      (trigger with "wait" only)
+    {"stream": "stdout" | "stderr", "line": "..."}      (trigger with "wait", follow)
     {"ok": true, "result": {...}}
     {"ok": false, "error": "one sentence", "code": CODE}
 
@@ -49,6 +50,8 @@ add some):
   `pid` null before the spawn;
 - `trigger`: `{"run_id"}`; with `wait`, also `"outcome"` and `"exit_code"` (minus the
   signal, or null) once the run has ended;
+- `follow`: the run's output lines from now on, then `{"run_id", "outcome", "exit_code"}`
+  once it ended (`not_found`: no such run going in this daemon);
 - `kill`: `{"stopped": [{"job", "run_id", "pid"}]}` (empty: nothing was running);
 - `pause`: `{"jobs": [NAME, ...], "until": ISO or null (until resumed), "stored": bool}`;
   `stored` false: the daemon has no state store, the pause lasts until it stops;
@@ -70,7 +73,7 @@ from typing import Any
 
 VERSION = 1
 VERSIONS = (1,)
-COMMANDS = ("ps", "trigger", "kill", "pause", "resume", "reload")
+COMMANDS = ("ps", "trigger", "kill", "pause", "resume", "reload", "follow")
 CODES = (
     "bad_request",
     "unknown_command",
@@ -182,6 +185,10 @@ def _kill(args: dict[str, Any]) -> dict[str, Any]:
     return {"target": _name(args, "target", "kill")}
 
 
+def _follow(args: dict[str, Any]) -> dict[str, Any]:
+    return {"run_id": _name(args, "run_id", "follow")}
+
+
 def _pause(args: dict[str, Any]) -> dict[str, Any]:
     until, note = args.get("until"), args.get("note")
     if until is not None and not (isinstance(until, str) and _is_instant(until)):
@@ -232,6 +239,7 @@ _CHECKS = {
     "pause": _pause,
     "resume": _resume,
     "reload": _ps,  # no args either
+    "follow": _follow,
 }
 
 

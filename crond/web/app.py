@@ -31,6 +31,7 @@ def build(web: Web, *, names: frozenset[str], loopback: bool) -> Guard:
         Route("/jobs/{name}", bind(pages.job)),
         Route("/runs/{run_id}", bind(pages.run)),
         Route("/now", bind(pages.now)),
+        Route("/now/{run_id}", bind(pages.watch)),
         Route("/timeline", bind(pages.timeline)),
         Route("/cluster", bind(pages.cluster)),
         Route("/follow/{key}", bind(pages.follow)),

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
+from crond.web.steer import WATCH_READ_S
+
 if TYPE_CHECKING:
     from crond.web.context import Web
 
@@ -29,6 +31,7 @@ MAX_STREAMS = 32
 LIFETIME_S = 300.0
 TICK_S = 1.0
 _FOLLOW_TICK_S = 0.2
+_WATCH_S = WATCH_READ_S
 _slots: dict[int, int] = {}  # streams open, by dashboard
 
 
@@ -93,6 +96,7 @@ async def lines(web: Web, request: Request) -> Response:
         ends = time.monotonic() + LIFETIME_S
         yield b"retry: 1000\n\n"
         while time.monotonic() < ends and not await request.is_disconnected():
+            follow.wanted_until = time.monotonic() + 2 * _WATCH_S  # a page still looks
             done = follow.done  # read before the lines: none is missed at the end
             for number, stream, line in follow.after(seen):
                 data = json.dumps({"stream": stream, "line": line})

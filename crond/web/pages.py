@@ -132,6 +132,20 @@ async def cluster(web: Web, request: Request) -> Response:
     return web.render(request, "cluster.html", cluster=found, problem=problem)
 
 
+async def watch(web: Web, request: Request) -> Response:
+    """A run going now, its output as it comes (the daemon's `follow`)."""
+    run_id = request.path_params["run_id"][:100]
+    job = request.query_params.get("job", "")
+    if job not in web.source.cfg.jobs:
+        return web.render(request, "missing.html", 404, what=f"A job named {job!r}")
+    user = request.scope["user"]
+    try:
+        found = web.follows.start(web.socket, job, f"web:{user.name}", run_id)
+    except SteerError as exc:
+        return web.render(request, "now.html", 503, runs=[], problem=str(exc))
+    return web.render(request, "follow.html", follow=found)
+
+
 async def follow(web: Web, request: Request) -> Response:
     found = web.follows.get(request.path_params["key"])
     if found is None:

@@ -77,6 +77,7 @@ def _bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(MAX_CONNECTIONS)  # from `web.serving` on, a browser waits, not refused
     except OSError as exc:
         sock.close()
         raise WebError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None

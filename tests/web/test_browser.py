@@ -112,6 +112,24 @@ def test_trigger_then_follow_its_output_live(driver: WebDriver, site: Site) -> N
     assert status_of(site.file, "gated")["last_run"]["outcome"] == "success"
 
 
+def test_a_run_going_already_is_watched_live_from_the_now_page(
+    driver: WebDriver, site: Site
+) -> None:
+    site.go.unlink(missing_ok=True)
+    done = run_cli("trigger", str(site.file), "gated")  # started by the shell, not the page
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    as_user(driver, "bob")  # watching is looking: a viewer may
+    driver.get(site.dash.url + "/now")
+    wait(driver).until(lambda d: d.find_elements(By.LINK_TEXT, run_id))
+    driver.find_element(By.LINK_TEXT, run_id).click()
+    wait(driver).until(lambda d: d.find_element(By.ID, "status").text == "running…")
+    site.go.touch()  # its next line comes while the page looks
+    wait(driver).until(lambda d: d.find_element(By.ID, "status").get_attribute("data-outcome"))
+    assert "second" in driver.find_element(By.ID, "output").text.splitlines()
+    assert driver.find_element(By.ID, "status").get_attribute("data-outcome") == "success"
+
+
 def test_pause_and_resume_are_seen_in_crond_status(driver: WebDriver, site: Site) -> None:
     as_user(driver, "alice")
     driver.get(site.dash.url + "/jobs/quiet")

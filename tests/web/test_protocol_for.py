@@ -36,3 +36,12 @@ def test_for_other_than_web_user_is_refused(value: object) -> None:
     with pytest.raises(protocol.ControlError) as caught:
         protocol.parse_request(line(**{"for": value}))
     assert caught.value.code == "bad_request"
+
+
+def test_follow_names_one_run() -> None:
+    assert protocol.parse_request(protocol.request_line("follow", {"run_id": "r-1"})).args == {
+        "run_id": "r-1"
+    }
+    for args in ({}, {"run_id": ""}, {"run_id": 7}):
+        with pytest.raises(protocol.ControlError):
+            protocol.parse_request(protocol.request_line("follow", args))

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from crond.control import client
 from tests.e2e.harness import Crond, eventually
 from tests.web.dash import Dash, basic, schedules
 from tests.web.dash import site as site_of
@@ -260,3 +261,12 @@ def test_live_streams_are_bounded(site: tuple[Dash, Crond, Path]) -> None:
     finally:
         for sock in held:
             sock.close()
+
+
+def test_following_a_run_not_going_says_so(site: tuple[Dash, Crond, Path]) -> None:
+    _, _, file = site
+    sock = file.parent / "state" / "crond.sock"
+    replies = list(client.request(sock, "follow", {"run_id": "not-a-run"}))
+    assert replies == [
+        {"ok": False, "error": "no run 'not-a-run' is going in this daemon", "code": "not_found"}
+    ]

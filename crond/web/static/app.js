@@ -42,12 +42,12 @@
         status.textContent = "refused: " + data.error;
         return;
       }
-      status.appendChild(document.createTextNode("ended: " + data.result.outcome + " "));
+      status.appendChild(document.createTextNode("ended: " + (data.result.outcome || "") + " "));
       const link = document.createElement("a");
       link.href = "/runs/" + encodeURIComponent(data.result.run_id);
       link.textContent = "(run " + data.result.run_id + ")";
       status.appendChild(link);
-      status.dataset.outcome = data.result.outcome;
+      status.dataset.outcome = data.result.outcome || "ended";
     });
   }
 })();
