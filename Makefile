@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint types pytest collect run-tests mutate bench bench-peers clean
+.PHONY: run web test lint types pytest collect run-tests mutate bench bench-peers clean
 
 # pip's and setuptools' chatter goes to .venv/install.log; it is shown if the install fails.
 $(STAMP): pyproject.toml
@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml
 # runs it: not in /var/lib/crond as root, nor in ~/.local/state.
 run: $(STAMP)
 	$(BIN)/crond run schedules.example.yaml --state-dir .state
+
+# The dashboard of `make run`'s daemon (docs/web.md), at http://127.0.0.1:8080/.
+web: $(STAMP)
+	$(BIN)/crond web schedules.example.yaml --state-dir .state
 
 # mypy (one core, ~15 s) runs beside the tests' collection (one core, ~8 s): two cores.
 test: $(STAMP) lint

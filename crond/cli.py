@@ -70,10 +70,10 @@ class _Group(click.Group):
 
 def _add_more(group: click.Group) -> None:
     """The commands kept in their own modules (`notify`; `history`, `output`,
-    `replicas`), added as the control ones are."""
-    from crond import cli_notify, cli_state  # noqa: PLC0415  (see _Group)
+    `replicas`; `web`), added as the control ones are."""
+    from crond import cli_notify, cli_state, cli_web  # noqa: PLC0415  (see _Group)
 
-    for command in (*cli_notify.COMMANDS, *cli_state.COMMANDS):
+    for command in (*cli_notify.COMMANDS, *cli_state.COMMANDS, *cli_web.COMMANDS):
         group.add_command(command)
 
 

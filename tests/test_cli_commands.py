@@ -51,7 +51,7 @@ def test_help_lists_every_command_by_name() -> None:
     assert names == sorted(names)
     assert set(names) == CONTROL | {
         "health", "history", "next", "notify", "output", "replicas", "run", "run-job", "schema",
-        "status", "validate",
+        "status", "validate", "web",
     }  # fmt: skip
 
 

@@ -46,6 +46,7 @@ from crond.config.notifiers import (
     check_url,
 )
 from crond.config.sections import Daemon, Notifier
+from crond.config.web import Web
 from crond.config.wording import quote
 from crond.when import cronparse
 
@@ -343,6 +344,7 @@ class Config(FrozenModel):
     daemon: Daemon = Daemon()
     notifiers: dict[str, Notifier] = Field(default_factory=dict)
     calendars: dict[str, CalendarDef] = Field(default_factory=dict)
+    web: Web = Web()  # `crond web` (docs/web.md); the daemon ignores it
     jobs: dict[str, Job]
 
     @field_validator("timezone")

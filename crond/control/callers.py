@@ -30,9 +30,13 @@ class Caller:
     gid: int
     pid: int
     user: str | None  # from pwd; None when the uid has no name
+    on_behalf: str | None = None  # `crond web`'s user it acts for (protocol's "for")
 
     def by(self) -> dict[str, object]:
-        """For the events that say who did what."""
+        """For the events that say who did what: for a dashboard's user, `user` is
+        `web:NAME` and `via` the dashboard's own user (uid and pid stay its own)."""
+        if self.on_behalf is not None:
+            return {"uid": self.uid, "user": self.on_behalf, "pid": self.pid, "via": self.user}
         return {"uid": self.uid, "user": self.user, "pid": self.pid}
 
 

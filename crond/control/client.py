@@ -66,15 +66,21 @@ class Untrusted(ClientError):  # noqa: N818  (as NoDaemon)
 
 
 def request(
-    path: Path, cmd: str, args: dict[str, Any], *, timeout: float | None = TIMEOUT
+    path: Path,
+    cmd: str,
+    args: dict[str, Any],
+    *,
+    timeout: float | None = TIMEOUT,
+    on_behalf: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Send `cmd` with `args` and yield the replies: the stream lines, then the final one
     (`{"ok": ...}`), after which it ends. `timeout`: for each read (None: wait as long as
-    it takes, for `trigger --wait`). Raises NoDaemon, Denied, ProtocolError."""
+    it takes, for `trigger --wait`). `on_behalf`: `web:USER` (crond web's). Raises
+    NoDaemon, Denied, ProtocolError."""
     sock = _connect(path, timeout)
     with sock:
         try:
-            sock.sendall(protocol.request_line(cmd, args))
+            sock.sendall(protocol.request_line(cmd, args, on_behalf))
         except OSError as exc:
             said = _last_word(sock, path)  # a daemon too busy says so, then hangs up
             if said is None:

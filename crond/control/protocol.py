@@ -11,6 +11,9 @@ The request, one line of at most `MAX_LINE` bytes:
 
     {"v": 1, "cmd": "ps" | "trigger" | "kill" | "pause" | "resume" | "reload", "args": {...}}
 
+and optionally `"for": "web:USER"`: the dashboard's user a request is made for (the
+events' `by` then names that user, and keeps the caller's own as `via`).
+
 | cmd | args |
 |---|---|
 | `ps` | `{}` |
@@ -20,13 +23,14 @@ The request, one line of at most `MAX_LINE` bytes:
 | | `"note"`: text or null |
 | `resume` | `{"jobs": [NAME, ...]}` or `{"all": true}` |
 | `reload` | `{}` |
+| `follow` | `{"run_id": RUN_ID}`: a run going in this daemon (`crond web`'s Now page) |
 
 The replies: zero or more stream lines, then one final line, then the server closes. A
 caller keeps its side open until then: a caller that closes it (or hangs up) while its
 answer is still being worked out — `trigger` with `wait` — is taken to have gone, and
 its answer is dropped (the run goes on).
 
-    {"stream": "stdout" | "stderr", "line": "..."}      (trigger with "wait" only)
+    {"stream": "stdout" | "stderr", "line": "..."}      (trigger with "wait", follow)
     {"ok": true, "result": {...}}
     {"ok": false, "error": "one sentence", "code": CODE}
 
@@ -46,6 +50,8 @@ add some):
   `pid` null before the spawn;
 - `trigger`: `{"run_id"}`; with `wait`, also `"outcome"` and `"exit_code"` (minus the
   signal, or null) once the run has ended;
+- `follow`: the run's output lines from now on, then `{"run_id", "outcome", "exit_code"}`
+  once it ended (`not_found`: no such run going in this daemon);
 - `kill`: `{"stopped": [{"job", "run_id", "pid"}]}` (empty: nothing was running);
 - `pause`: `{"jobs": [NAME, ...], "until": ISO or null (until resumed), "stored": bool}`;
   `stored` false: the daemon has no state store, the pause lasts until it stops;
@@ -60,13 +66,14 @@ add some):
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 VERSION = 1
 VERSIONS = (1,)
-COMMANDS = ("ps", "trigger", "kill", "pause", "resume", "reload")
+COMMANDS = ("ps", "trigger", "kill", "pause", "resume", "reload", "follow")
 CODES = (
     "bad_request",
     "unknown_command",
@@ -81,6 +88,7 @@ STREAMS = ("stdout", "stderr")
 MAX_LINE = 64 * 1024  # bytes of a request line, its newline included
 MAX_NOTE = 500  # characters of a pause's note (crond status shows it whole)
 _MAX_NAME = 1024  # characters of a job's name or a run id as a kill's target
+_ON_BEHALF = re.compile(r"web:[A-Za-z0-9_.@-]{1,64}")  # a user of `crond web` (docs/web.md)
 
 
 class ControlError(Exception):
@@ -97,6 +105,9 @@ class ControlError(Exception):
 class Request:
     cmd: str
     args: dict[str, Any]
+    # `"for": "web:USER"`: the person a program that steers for people (`crond web`)
+    # acts for; logged as who did it, beside the program's own uid and pid.
+    on_behalf: str | None = None
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -104,8 +115,9 @@ def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
 
-def request_line(cmd: str, args: dict[str, Any]) -> bytes:
-    return encode({"v": VERSION, "cmd": cmd, "args": args})
+def request_line(cmd: str, args: dict[str, Any], on_behalf: str | None = None) -> bytes:
+    line = {"v": VERSION, "cmd": cmd, "args": args}
+    return encode(line if on_behalf is None else {**line, "for": on_behalf})
 
 
 def ok(result: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +162,12 @@ def parse_request(line: bytes) -> Request:
         )
     if not isinstance(args, dict):
         raise ControlError("bad_request", '"args" is not a JSON object')
-    return Request(cmd, _CHECKS[cmd](args))
+    on_behalf = data.get("for")
+    if on_behalf is not None and not (
+        isinstance(on_behalf, str) and _ON_BEHALF.fullmatch(on_behalf)
+    ):
+        raise ControlError("bad_request", '"for" is not web:USER')
+    return Request(cmd, _CHECKS[cmd](args), on_behalf)
 
 
 def _ps(_args: dict[str, Any]) -> dict[str, Any]:
@@ -166,6 +183,10 @@ def _trigger(args: dict[str, Any]) -> dict[str, Any]:
 
 def _kill(args: dict[str, Any]) -> dict[str, Any]:
     return {"target": _name(args, "target", "kill")}
+
+
+def _follow(args: dict[str, Any]) -> dict[str, Any]:
+    return {"run_id": _name(args, "run_id", "follow")}
 
 
 def _pause(args: dict[str, Any]) -> dict[str, Any]:
@@ -218,6 +239,7 @@ _CHECKS = {
     "pause": _pause,
     "resume": _resume,
     "reload": _ps,  # no args either
+    "follow": _follow,
 }
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -244,6 +245,8 @@ class _Doors:
         self, request: protocol.Request, caller: Caller, reply: _Reply
     ) -> dict[str, Any]:
         try:
+            if request.on_behalf is not None:
+                caller = dataclasses.replace(caller, on_behalf=request.on_behalf)
             answer = await self.handler.handle(request.cmd, request.args, caller, reply.send)
             return answer if "ok" in answer else protocol.ok(answer)
         except ControlError as exc:

@@ -7,7 +7,7 @@ away: crond/daemon/offloop.py), and logged
 with who asked (`by`: the caller's uid, user and pid from the socket's credentials).
 A pause or resume is checked here (the jobs are the file's, the instant is one) and
 carried out by the daemon's Pausing (crond/daemon/pausing.py).
-`trigger --wait` follows the run's output lines as they are logged and sends them on;
+`trigger --wait` and `follow` send a run's output lines on as they are logged;
 a caller that stops reading is dropped by the server, never waited for.
 """
 
@@ -87,7 +87,7 @@ class Steering:
 
     # --- the Handler --------------------------------------------------------------------
 
-    async def handle(
+    async def handle(  # noqa: PLR0911  (one return a command)
         self, cmd: str, args: dict[str, Any], caller: Caller, send: Send
     ) -> dict[str, Any]:
         if cmd == "ps":
@@ -99,6 +99,8 @@ class Steering:
             return await self._trigger(str(args["job"]), bool(args.get("wait")), caller, send)
         if cmd == "kill":
             return ok(await self._kill(str(args["target"]), caller))
+        if cmd == "follow":
+            return await self._follow(str(args["run_id"]), send)
         if cmd == "pause":
             names, until = self._names(args), _instant(args.get("until"))
             return ok(await self.pausing.pause(names, until, args.get("note"), caller.by()))
@@ -151,7 +153,18 @@ class Steering:
         self.log.info("job.triggered", job=name, run_id=run.run_id, by=caller.by())
         if not wait:
             return ok({"run_id": run.run_id})
+        return await self._stream(run, send)
 
+    async def _follow(self, run_id: str, send: Send) -> dict[str, Any]:
+        """A run going here: its output lines from now on, then how it ended."""
+        run = next((r for r in self.loop.going.all() if r.run_id == run_id), None)
+        if run is None:
+            raise ControlError("not_found", f"no run {run_id!r} is going in this daemon")
+        return await self._stream(run, send)
+
+    async def _stream(self, run: runner.Run, send: Send) -> dict[str, Any]:
+        """Send `run`'s output lines as they come, then its end (a slow reader loses
+        lines: at most STREAM_BACKLOG wait for it)."""
         lines: asyncio.Queue[tuple[str, str]] = asyncio.Queue(STREAM_BACKLOG)
 
         def follow(stream: str, line: str) -> None:
