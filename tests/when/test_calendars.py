@@ -366,3 +366,14 @@ def test_a_fire_rolled_into_the_spring_gap_runs_at_the_jump(minute: int) -> None
     assert fire.note == (
         f"rolled from 2026-03-28; 02:{minute:02} skipped by DST; runs at the jump (R4)"
     )
+
+
+def test_a_rolled_job_fires_again_right_at_the_end_of_a_window() -> None:
+    """A window holds [from, until): 09:00 is inside 08:45-09:30, 09:30 is not."""
+    freeze = Calendar(
+        "freeze", windows=[Window(datetime(2026, 1, 7, 8, 45), datetime(2026, 1, 7, 9, 30))]
+    )
+    t = timing("0,30 9 * * *", DayRules(days=WEEKDAYS, skip=[freeze], roll="next"))
+    fire = t.next_after(at(2026, 1, 7, 8, 50))
+    assert fire is not None
+    assert fire.at == at(2026, 1, 7, 9, 30)
