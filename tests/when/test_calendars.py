@@ -377,3 +377,12 @@ def test_a_rolled_job_fires_again_right_at_the_end_of_a_window() -> None:
     fire = t.next_after(at(2026, 1, 7, 8, 50))
     assert fire is not None
     assert fire.at == at(2026, 1, 7, 9, 30)
+
+
+def test_skip_alone_across_the_new_year() -> None:
+    """Without `days`, every day is good but those skipped: from 31 December, 2 January."""
+    off = Calendar("off", [Dates(yearly=(((12, 31), (12, 31)), ((1, 1), (1, 1))))])
+    rules = DayRules(skip=[off])
+    assert rules.find(date(2026, 12, 31)) == date(2027, 1, 2)
+    assert rules.find(date(2028, 12, 31)) == date(2029, 1, 2)
+    assert rules.find(date(2027, 1, 1), forward=False) == date(2026, 12, 30)
