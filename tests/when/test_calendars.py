@@ -5,8 +5,12 @@ Every expected date here was worked out by hand from a wall calendar."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
+
+import pytest
 
 from crond.when.calendars import Calendar, Dates, Holidays, Listed, Weekdays, Window
 from crond.when.dayfilter import CalendarTiming, DayRules
@@ -22,7 +26,7 @@ def timing(cron: str, rules: DayRules, zone: ZoneInfo = BERLIN) -> CalendarTimin
 
 
 def at(*parts: int, zone: ZoneInfo = BERLIN) -> datetime:
-    return datetime(*parts, tzinfo=zone).astimezone(UTC)  # type: ignore[misc]
+    return datetime(*parts, tzinfo=zone).astimezone(UTC)  # type: ignore[arg-type]
 
 
 def removed(t: CalendarTiming, after: datetime, until: datetime, limit: int = 100) -> list[str]:
@@ -285,3 +289,100 @@ def test_a_fire_rolled_from_the_day_before_in_a_zone_behind_utc() -> None:
     fire = t.next_after(at(2026, 2, 2, 20, zone=ny))
     assert fire is not None
     assert fire.at == at(2026, 2, 2, 22, zone=ny)
+
+
+def test_the_century_years() -> None:
+    """2000 has a 31 December (a leap year: its 366th day), 2100 has 365 days."""
+    new_year = Calendar("new-year", [Dates(yearly=(((1, 1), (1, 1)),))])
+    eve = Calendar("eve", [Dates(yearly=(((12, 31), (12, 31)),))])
+    not_new_year = DayRules(days=Calendar("rest", exclude=[new_year]))
+    assert not_new_year.find(date(2000, 12, 31)) == date(2000, 12, 31)
+    assert not_new_year.find(date(2001, 1, 1), forward=False) == date(2000, 12, 31)
+    neither = DayRules(days=Calendar("rest", exclude=[new_year, eve]))
+    assert neither.find(date(2100, 12, 30)) == date(2100, 12, 30)
+    assert neither.find(date(2100, 12, 31)) == date(2101, 1, 2)
+    assert neither.find(date(2028, 12, 31)) == date(2029, 1, 2)
+    assert neither.find(date(2101, 1, 1), forward=False) == date(2100, 12, 30)
+
+
+def test_a_roll_looks_ten_years_ahead_and_no_further() -> None:
+    """From 2 January 2026 a rolled job's next good day is looked for from the day before
+    up to 3,660 days (366 x 10) on: on that day it fires, one day later it does not."""
+    for ahead, fires in ((3660, True), (3661, False)):
+        day = date(2026, 1, 1) + timedelta(days=ahead)
+        only = Calendar("one-day", [Dates(spans=((day, day),))])
+        t = timing("0 9 * * *", DayRules(days=only, roll="next"))
+        fire = t.next_after(at(2026, 1, 2, 12))
+        assert (fire is not None) == fires, ahead
+        if fire is not None:
+            assert fire.local.date() == day
+
+
+def test_late_fires_roll_and_keep_their_notes() -> None:
+    """22:00 every day, on business days, rolled forward: Saturday's and Sunday's land
+    on Monday with Monday's own (one fire, told as the first rolled there); a fire on
+    its own day has no note."""
+    t = timing("0 22 * * *", DayRules(days=WEEKDAYS, roll="next"))
+    fires = t.fires(at(2026, 1, 2, 23))
+    shown = [(f"{f.local:%a %d %H:%M}", f.note) for f in (next(fires) for _ in range(2))]
+    assert shown == [("Mon 05 22:00", "rolled from 2026-01-03"), ("Tue 06 22:00", None)]
+    once = timing("0 9 1 * *", DayRules(days=WEEKDAYS, roll="next"))
+    fires = once.fires(at(2025, 12, 15))
+    assert [(f"{f.local:%m-%d}", f.note) for f in (next(fires) for _ in range(2))] == [
+        ("01-01", None),
+        ("02-02", "rolled from 2026-02-01"),
+    ]
+
+
+@pytest.fixture
+def host_in_kolkata(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The host's own zone (TZ) plays no part: fires are UTC instants and job-zone times."""
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("host_in_kolkata")
+@pytest.mark.parametrize("minute", [1, 10, 17, 45, 59])
+def test_a_fire_rolled_into_the_spring_gap_runs_at_the_jump(minute: int) -> None:
+    """Saturday's 02:mm fire rolls onto Sunday 29 March 2026, when Berlin's clocks go
+    from 02:00 to 03:00: it runs at the jump, 01:00 UTC (R4); a week before, at 02:mm."""
+    sundays = Calendar("sundays", [Weekdays(frozenset({6}))])
+    t = timing(f"{minute} 2 * * sat", DayRules(days=sundays, roll="next"))
+    before = t.next_after(at(2026, 3, 20))
+    assert before is not None
+    assert (before.at, before.at.utcoffset(), before.note) == (
+        datetime(2026, 3, 22, 1, minute, tzinfo=UTC),
+        timedelta(0),
+        "rolled from 2026-03-21",
+    )
+    assert (before.local.tzinfo, f"{before.local:%d %H:%M}") == (BERLIN, f"22 02:{minute:02}")
+    fire = t.next_after(at(2026, 3, 27))
+    assert fire is not None
+    assert (fire.at, fire.at.utcoffset()) == (datetime(2026, 3, 29, 1, 0, tzinfo=UTC), timedelta(0))
+    assert (fire.local.tzinfo, f"{fire.local:%d %H:%M}") == (BERLIN, "29 03:00")
+    assert fire.note == (
+        f"rolled from 2026-03-28; 02:{minute:02} skipped by DST; runs at the jump (R4)"
+    )
+
+
+def test_a_rolled_job_fires_again_right_at_the_end_of_a_window() -> None:
+    """A window holds [from, until): 09:00 is inside 08:45-09:30, 09:30 is not."""
+    freeze = Calendar(
+        "freeze", windows=[Window(datetime(2026, 1, 7, 8, 45), datetime(2026, 1, 7, 9, 30))]
+    )
+    t = timing("0,30 9 * * *", DayRules(days=WEEKDAYS, skip=[freeze], roll="next"))
+    fire = t.next_after(at(2026, 1, 7, 8, 50))
+    assert fire is not None
+    assert fire.at == at(2026, 1, 7, 9, 30)
+
+
+def test_skip_alone_across_the_new_year() -> None:
+    """Without `days`, every day is good but those skipped: from 31 December, 2 January."""
+    off = Calendar("off", [Dates(yearly=(((12, 31), (12, 31)), ((1, 1), (1, 1))))])
+    rules = DayRules(skip=[off])
+    assert rules.find(date(2026, 12, 31)) == date(2027, 1, 2)
+    assert rules.find(date(2028, 12, 31)) == date(2029, 1, 2)
+    assert rules.find(date(2027, 1, 1), forward=False) == date(2026, 12, 30)

@@ -138,6 +138,9 @@ ERRORS = [
     ("0 0 L-40 * *", "day-of-month", "L-40",
      "\"L-40\": L-n counts 1 to 30 days back from the month's last day "
      "(L-3: three days before it; L alone: the last day)"),
+    ("0 0 L-31 * *", "day-of-month", "L-31",  # 30 back from a 31st is the 1st: no more
+     "\"L-31\": L-n counts 1 to 30 days back from the month's last day "
+     "(L-3: three days before it; L alone: the last day)"),
     ("H(50-10) * * * *", "minute", "H(50-10)",
      '"H(50-10)" is a backwards range; H picks upwards: write H(10-50)'),
     ("0 0 * * 5W", "day-of-week", "5W",
