@@ -26,7 +26,15 @@ from pydantic import ValidationError
 
 from crond import ownership
 from crond.clock import SystemClock
-from crond.config import calendar_build, database, model, notifiers, places, yamlsource
+from crond.config import (
+    calendar_build,
+    database,
+    model,
+    notifiers,
+    places,
+    waits,
+    yamlsource,
+)
 from crond.config.defaults import defaults_too_big, file_zone, good_defaults, merge_all
 from crond.config.loaded import LoadedConfig, LoadedJob, notifier_spec
 from crond.config.model import Config
@@ -219,11 +227,12 @@ def _validated(
         problems += problems_from_validation(exc, source, filename, data)
         config = None
     problems += check_names(data.get("jobs"), source, filename)
-    for where in ("notifiers", "calendars"):
+    for where in ("notifiers", "calendars", "locks"):
         problems += check_names(data.get(where), source, filename, where)
     problems += check_subscriptions(
         data.get("notifiers"), jobs, data.get("defaults"), source, filename
     )
+    problems += waits.check_locks(data.get("locks"), jobs, data.get("defaults"), source, filename)
     if problems or config is None:
         raise ConfigError(capped(problems, filename))
     unused_problems = [

@@ -35,6 +35,9 @@ from crond.config.fieldtypes import (
     FrozenModel,
     Grace,
     Interval,
+    LockCapacity,
+    LockName,
+    OnLock,
     WarnAfter,
     check_zone,
     environ_of,
@@ -63,6 +66,7 @@ __all__ = [
     "JobFields",
     "Notifier",
     "NotifyEvent",
+    "OnLock",
     "Output",
     "Overlap",
     "Replicas",
@@ -183,6 +187,15 @@ class JobFields(FrozenModel):
     skip: str | list[str] | None = None
     nth_day: Annotated[int, Field(ge=-31, le=31, strict=True)] | None = None
     roll: Roll | None = None
+    # Locks (docs/workflows.md): names of `locks:`, all taken at once before a run starts.
+    locks: list[LockName] | None = None
+    on_lock: OnLock | None = None
+
+    @field_validator("locks")
+    @classmethod
+    def _locks(cls, value: list[str] | None) -> list[str] | None:
+        # A lock written twice is one lock: a run takes one place of it.
+        return None if value is None else list(dict.fromkeys(value))
 
     @field_validator("nth_day")
     @classmethod
@@ -289,6 +302,7 @@ class Job(JobFields):
     history: Annotated[int, Field(ge=1, le=100_000)] = 100
     notify: dict[str, list[NotifyEvent]] = Field(default_factory=dict)
     replicas: Replicas = Replicas.ONE
+    on_lock: OnLock = OnLock.WAIT
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
@@ -309,6 +323,12 @@ class Job(JobFields):
                 "max_running",
                 f"max_running applies to overlap: allow only (this job has overlap: "
                 f"{self.overlap.value}, which runs one at a time already)",
+            )
+        if self.locks and self.overlap is Overlap.REPLACE:
+            field_error(
+                "locks",
+                "locks and overlap: replace do not go together (a replacement would take "
+                "the place of a run that holds its locks): use overlap: skip or allow",
             )
         if self.roll is not None and self.days is None and self.nth_day is None:
             field_error(
@@ -343,6 +363,8 @@ class Config(FrozenModel):
     daemon: Daemon = Daemon()
     notifiers: dict[str, Notifier] = Field(default_factory=dict)
     calendars: dict[str, CalendarDef] = Field(default_factory=dict)
+    # name -> capacity: at most this many runs hold the lock at once (docs/workflows.md).
+    locks: dict[str, LockCapacity] = Field(default_factory=dict)
     jobs: dict[str, Job]
 
     @field_validator("timezone")

@@ -22,7 +22,7 @@ def check_names(
     job names: the rule of job names holds for notifier names too."""
     if not isinstance(named, dict):
         return []
-    what = {"jobs": "job", "calendars": "calendar"}.get(where, "notifier")
+    what = {"jobs": "job", "calendars": "calendar", "locks": "lock"}.get(where, "notifier")
     bad = (name for name in named if not JOB_NAME.fullmatch(str(name)))
     return [
         Problem.at(

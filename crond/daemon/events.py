@@ -12,6 +12,7 @@ from structlog.typing import FilteringBoundLogger
 from crond.clock import Clock, iso_utc
 from crond.config.loaded import LoadedJob
 from crond.daemon.runs import Gate
+from crond.schedule.actions import LockWait, Queued
 from crond.schedule.rules import Decision
 
 
@@ -34,6 +35,23 @@ def log_decision(log: FilteringBoundLogger, job: LoadedJob, decision: Decision) 
     if decision.skip:
         reason = decision.skip_reason or "overlap"
         log.warning("job.skipped", job=job.name, slot=iso_utc(decision.skip), reason=reason)
+
+
+def log_wait(log: FilteringBoundLogger, wait: Queued | LockWait) -> None:
+    """A due run waits: for a place under the daemon's limit (`job.queued`), or for its
+    locks (`job.waiting`, naming the lock and its holders)."""
+    if isinstance(wait, Queued):
+        slot = iso_utc(wait.slot)
+        log.warning("job.queued", job=wait.job.name, slot=slot, running=wait.running)
+        return
+    log.warning(
+        "job.waiting",
+        job=wait.job.name,
+        slot=iso_utc(wait.slot),
+        reason="lock",
+        lock=wait.lock,
+        held_by=[f"{job}@{iso_utc(slot)}" for job, slot in wait.holders],
+    )
 
 
 # A log event stays a readable line whatever the file: a reload names at most this many

@@ -137,6 +137,7 @@ class Service:
         metrics = flags.metrics or cfg.daemon.metrics  # HOST:PORT, or None: not served
         self.telling.configure(cfg, metrics)
         self.serving.configure(metrics)
+        self.loop.core.locks.capacity = dict(cfg.config.locks)  # (the limit below wakes)
         self.loop.limit(cfg.daemon.max_running)
         self.signals.configure(cfg)
         if self.cluster is not None:

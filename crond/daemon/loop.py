@@ -24,12 +24,21 @@ from typing import Generic
 
 from structlog.typing import FilteringBoundLogger
 
-from crond.clock import Clock, iso_utc, sleep_until_woken
+from crond.clock import Clock, sleep_until_woken
 from crond.config.loaded import LoadedJob
 from crond.daemon import events
 from crond.daemon.going import Going
 from crond.daemon.runs import Effects, Gate, Pending, R, RunHandle
-from crond.schedule.actions import NO_CLAIMS, Action, Queued, Replace, Resumed, Start, Tell
+from crond.schedule.actions import (
+    NO_CLAIMS,
+    Action,
+    LockWait,
+    Queued,
+    Replace,
+    Resumed,
+    Start,
+    Tell,
+)
 from crond.schedule.core import TRIGGER_REFUSED, Core
 from crond.schedule.heap import ConfigDiff
 
@@ -103,6 +112,7 @@ class Loop(Generic[R]):
         claims = await self.effects.claim([(last.job, now)], [], now)
         reason = claims.refused.get((name, now))
         if reason is not None:
+            self.core.locks.release(name, now)
             return TRIGGER_REFUSED[reason].format(name=name)
         return self.going.start(last.job, now)
 
@@ -177,9 +187,8 @@ class Loop(Generic[R]):
                 await self._tell(action)
             elif isinstance(action, Replace):
                 self._replace(action.job, action.slot)
-            elif isinstance(action, Queued):
-                slot, running = iso_utc(action.slot), action.running
-                self.log.warning("job.queued", job=action.job.name, slot=slot, running=running)
+            elif isinstance(action, Queued | LockWait):
+                events.log_wait(self.log, action)
             elif isinstance(action, Resumed):
                 self.effects.resumed(action.job, action.skipped)
             else:
@@ -210,7 +219,9 @@ class Loop(Generic[R]):
         self._wake.set()  # a waiting start is a new instant to wake at
         return None
 
-    def _ended(self) -> None:
-        """A run ended: a draining loop may now end, a queued run may start."""
-        if not self.running or self.core.queue:
+    def _ended(self, name: str, slot: datetime) -> None:
+        """A run ended: its locks are given back; a draining loop may now end, a queued
+        run or one waiting for a lock may start."""
+        released = self.core.locks.release(name, slot)
+        if not self.running or self.core.queue or (released and self.core.locks):
             self._wake.set()

@@ -85,6 +85,18 @@ class Queued:
 
 
 @dataclass(frozen=True)
+class LockWait:
+    """A due start waits for its locks (`job.waiting`, reason `lock`): the first lock
+    without room and its holders, (job, slot) each."""
+
+    job: LoadedJob
+    slot: datetime
+    lock: str
+    holders: tuple[Key, ...]
+    at_slot = True
+
+
+@dataclass(frozen=True)
 class Resumed:
     """A pause ran out by itself: its job, and the slots it passed over."""
 
@@ -105,4 +117,4 @@ class Moved:
 
 # Every action says whether it is of the wake's instant (`at_slot`): the loop carries it
 # out not before that instant (logged, stopped, queued at the slot, not in the lead).
-Action = Start | Replace | Tell | Queued | Resumed | Moved
+Action = Start | Replace | Tell | Queued | LockWait | Resumed | Moved

@@ -11,7 +11,8 @@ carries out the actions.
 A wake's first step, `propose`, is crond/schedule/proposal.py's; its second, `settle`,
 is here. The one place that decides "this slot starts" is `Core._slot`: a due slot
 starts when the rules say so (`rules.decide`), it replaces no run going, the daemon's
-limit does not hold it (`queue`), and its claim was not refused.
+limit does not hold it (`queue`), it took its locks (`locks`, in `propose`) and its
+claim was not refused.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from crond.schedule.actions import (
     Tell,
 )
 from crond.schedule.heap import ConfigDiff, Schedule
+from crond.schedule.locks import Locks
 from crond.schedule.pauses import Pauses
 from crond.schedule.proposal import Proposal, Proposer, Running, told_slot
 from crond.schedule.queue import RunQueue
@@ -50,7 +52,10 @@ class Core:
         self.pauses = Pauses(self.schedule)
         self.queue = RunQueue(self.schedule)
         self.unclaimed = Unclaimed(self.schedule)
-        self._proposer = Proposer(self.schedule, self.pauses, self.queue, self.unclaimed)
+        self.locks = Locks(self.schedule)
+        self._proposer = Proposer(
+            self.schedule, self.pauses, self.queue, self.unclaimed, self.locks
+        )
 
     # --- what the shell is told to change ---------------------------------------------
 
@@ -67,7 +72,14 @@ class Core:
         due = self.schedule.next_due()
         times = [due[0] - lead] if due else []
         times += [
-            t for t in (self.pauses.ends, self.queue.wake_at(), self.unclaimed.wake_at()) if t
+            t
+            for t in (
+                self.pauses.ends,
+                self.queue.wake_at(),
+                self.unclaimed.wake_at(),
+                self.locks.wake_at(),
+            )
+            if t
         ]
         return min(times, default=None)
 
@@ -85,6 +97,7 @@ class Core:
         # A start waiting in the queue or for the database is going too: its retry
         # would otherwise start beside the trigger's run.
         going = runs + self.queue.counts.get(name, 0) + (name in self.unclaimed)
+        going += self.locks.counts.get(name, 0)
         if going and settings.overlap is Overlap.SKIP:
             return f"{name} has a run going and overlap: skip"
         limit = settings.max_running
@@ -93,6 +106,9 @@ class Core:
         replacing = bool(runs) and settings.overlap is Overlap.REPLACE
         if not replacing and (refusal := self.queue.refusal(sum(running.values()))):
             return refusal
+        if (refusal := self.locks.refusal(entry.job)) is not None:
+            return refusal
+        self.locks.take(entry.job, now)  # (given back if its claim is refused: the loop's)
         actions: list[Action] = []
         if settings.overlap is Overlap.REPLACE:
             actions += self._dropped(name)
@@ -106,7 +122,9 @@ class Core:
         """A start whose claim was refused: what comes of it. "taken": nothing (another
         replica runs it, and tells). "busy": another replica runs the job, which runs one
         at a time: this one holds the slot's claim, so it tells of the skip. "database":
-        the start waits and is tried again (an older waiting start of the job is missed)."""
+        the start waits and is tried again (an older waiting start of the job is missed).
+        Either way its locks, if it took them, are given back."""
+        self.locks.release(job.name, slot)
         if reason == "database":
             return [_checked(*missed) for missed in self.unclaimed.put(job, slot, now)]
         if reason == "busy":
@@ -130,7 +148,7 @@ class Core:
             for a in proposal.first
             if not (isinstance(a, Tell) and told_slot(a.decision) in quiet)
         ]
-        for job, slot in proposal.drained:
+        for job, slot in (*proposal.unlocked, *proposal.drained):
             actions += self._start_or(job, slot, claims, now)
         if proposal.retried:
             for job, slot in proposal.retried:
@@ -169,6 +187,8 @@ class Core:
         refused. `running`: the runs going before it."""
         slot = decided.start
         reason = claims.refused.get((job.name, slot)) if slot is not None else None
+        if reason in ("taken", "busy") and slot is not None:
+            self.locks.release(job.name, slot)  # ("database": `refused` gives them back)
         if reason == "taken":
             return []  # the replica that holds the claim runs it, and tells all of it
         decision = decided
@@ -187,6 +207,8 @@ class Core:
         elif i in proposal.held:
             self.queue.put(job, slot)
             actions.append(Queued(job, slot, running))
+        elif i in proposal.lock_waits:
+            actions.append(self.locks.wait(job, slot))
         elif reason is not None:
             actions += self.refused(job, slot, reason, proposal.now)
         else:

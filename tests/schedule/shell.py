@@ -18,6 +18,7 @@ from crond.schedule.actions import (
     Action,
     Claims,
     Key,
+    LockWait,
     Moved,
     Queued,
     Refusal,
@@ -50,6 +51,9 @@ def render(action: Action) -> str:
         return f"replace {action.job.name}@{secs(action.slot)}"
     if isinstance(action, Queued):
         return f"queued {action.job.name}@{secs(action.slot)} ({action.running})"
+    if isinstance(action, LockWait):
+        holders = ",".join(f"{job}@{secs(slot)}" for job, slot in action.holders)
+        return f"waits {action.job.name}@{secs(action.slot)} for {action.lock} ({holders})"
     if isinstance(action, Resumed):
         return f"resumed {action.job} ({action.skipped})"
     if isinstance(action, Moved):
@@ -103,6 +107,7 @@ class Shell:
         self.jobs = dict(loaded.jobs)
         self.core.load(self.jobs, self.now, None)
         self.core.queue.limit = loaded.config.daemon.max_running
+        self.core.locks.capacity = dict(loaded.config.locks)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -176,6 +181,7 @@ class Shell:
         return self.carry_out(got, _nothing, ())
 
     def end(self, name: str) -> None:
-        """The oldest run of `name` ends."""
+        """The oldest run of `name` ends (its locks given back, as the loop does)."""
         run = next(run for run in self.runs if run.job == name)
         self.runs.remove(run)
+        self.core.locks.release(run.job, run.slot)
