@@ -191,6 +191,11 @@ def next_(
             return
         limits = {name: cfg.jobs[name].settings.max_running for name in selected}
         notes = preview.limit_notes(limits, cfg.daemon.max_running)
+        chosen = [job for name, job in cfg.jobs.items() if not jobs or name in jobs]
+        chained = {job.name: job.after_text for job in chosen if job.settings.after}
+        held = {job.name: job.settings.locks for job in chosen if job.settings.locks}
+        skipping = {job.name for job in chosen if job.settings.on_lock.value == "skip"}
+        notes += preview.wait_notes(chained, held, cfg.config.locks, skipping)
         hashed = {
             name: (expr.source, expr.resolved)
             for name in selected

@@ -170,4 +170,14 @@ class OnLock(StrEnum):
 # A lock's name (checked against the file's `locks:` by crond/config/waits.py) and its
 # capacity: how many runs may hold it at once.
 LockName = Annotated[str, Field(min_length=1, max_length=64)]
+# A job named by another (`after`): checked against the file's jobs by config/waits.py.
+JobRef = Annotated[str, Field(min_length=1, max_length=64)]
 LockCapacity = Annotated[int, Field(ge=1, le=MAX_RUNNING, strict=True)]
+
+
+class ChainOn(StrEnum):
+    """Which ends of a parent's run start a run of its child (`after`, docs/workflows.md)."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"  # failed, timeout or killed: every end but success
+    FINISHED = "finished"  # every end

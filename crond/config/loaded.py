@@ -60,8 +60,9 @@ class LoadedJob:
             if self.cron_expr.reboot:
                 return timing.RebootTiming()
             inner = timing.CronTiming(self.cron_expr, self.zone, offset)
+        elif settings.every is None:  # `after` alone: only its parents' ends start it
+            return timing.RebootTiming()  # (no slot in time, as for @reboot)
         else:
-            assert settings.every is not None  # a job has cron or every (model.Job._shape)
             inner = timing.IntervalTiming(settings.every, settings.anchor, offset)
         if self.day_rules is None:
             return inner
@@ -92,8 +93,16 @@ class LoadedJob:
             return "@reboot"
         if self.settings.cron is not None:
             return f"{self.settings.cron} ({self.settings.timezone or 'UTC'})"
-        assert self.settings.every is not None
+        if self.settings.every is None:
+            return self.after_text
         return f"every {format_duration(self.settings.every)}"
+
+    @property
+    def after_text(self) -> str:
+        """`after` in words: "after extract succeeds", "after load fails or extract ends"."""
+        verbs = {"success": "succeeds", "failure": "fails", "finished": "ends"}
+        after = self.settings.after or {}
+        return "after " + " or ".join(f"{job} {verbs[on.value]}" for job, on in after.items())
 
 
 NotifierKind = Literal["webhook", "command", "apprise"]

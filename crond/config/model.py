@@ -26,15 +26,18 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from crond.config import waits
 from crond.config.calendars import CalendarDef
 from crond.config.fieldtypes import (
     ENVIRON,
     MAX_RUNNING,
+    ChainOn,
     Duration,
     EnvValue,
     FrozenModel,
     Grace,
     Interval,
+    JobRef,
     LockCapacity,
     LockName,
     OnLock,
@@ -190,6 +193,13 @@ class JobFields(FrozenModel):
     # Locks (docs/workflows.md): names of `locks:`, all taken at once before a run starts.
     locks: list[LockName] | None = None
     on_lock: OnLock | None = None
+    # Chains: the jobs whose runs' ends start a run of this one (`JOB`: its successes).
+    after: dict[JobRef, ChainOn] | None = None
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _after(cls, value: object) -> object:
+        return {value: ChainOn.SUCCESS.value} if isinstance(value, str) else value
 
     @field_validator("locks")
     @classmethod
@@ -308,8 +318,11 @@ class Job(JobFields):
     def _shape(self) -> Self:
         # Runs once per job: the usual job is checked with plain comparisons, and the
         # helpers only run to say what is wrong.
-        if (self.cron is None) is (self.every is None):
-            _exactly_one(self, "cron", "every", "a schedule")
+        if (self.cron is None) is (self.every is None) and not (
+            self.cron is None and self.after is not None  # `after` alone: chained only
+        ):
+            _exactly_one(self, "cron", "every", "a schedule", " (or after, to chain it)")
+        waits.check_shape(self.locks, self.overlap, self.after, self.replicas)
         if (self.command is None) is (self.python is None):
             _exactly_one(self, "command", "python", "something to run")
         if self.every is not None and self.timezone is not None:
@@ -323,12 +336,6 @@ class Job(JobFields):
                 "max_running",
                 f"max_running applies to overlap: allow only (this job has overlap: "
                 f"{self.overlap.value}, which runs one at a time already)",
-            )
-        if self.locks and self.overlap is Overlap.REPLACE:
-            field_error(
-                "locks",
-                "locks and overlap: replace do not go together (a replacement would take "
-                "the place of a run that holds its locks): use overlap: skip or allow",
             )
         if self.roll is not None and self.days is None and self.nth_day is None:
             field_error(
@@ -346,12 +353,12 @@ class Job(JobFields):
         return self
 
 
-def _exactly_one(job: Job, first: str, second: str, what: str) -> None:
+def _exactly_one(job: Job, first: str, second: str, what: str, more: str = "") -> None:
     has_first, has_second = getattr(job, first) is not None, getattr(job, second) is not None
     if has_first and has_second:
         field_error(second, f"give either {first} or {second}, not both")
     if not has_first and not has_second:
-        field_error("", f"{what} is missing: give {first} or {second}")
+        field_error("", f"{what} is missing: give {first} or {second}{more}")
 
 
 class Config(FrozenModel):

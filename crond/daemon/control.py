@@ -53,8 +53,10 @@ class Steering:
         pausing: Pausing,
         cluster: Cluster | None = None,
         reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+        no_chain: set[str] | None = None,
     ) -> None:
         self.log = log
+        self.no_chain: set[str] = set() if no_chain is None else no_chain  # the daemon's
         self.cluster = cluster  # a replica's: ps and kill reach the other replicas
         self.clock = clock
         self.loop = loop
@@ -96,7 +98,10 @@ class Steering:
             self.log.info("config.reload_requested", by=caller.by())
             return ok(await self.reload())
         if cmd == "trigger":
-            return await self._trigger(str(args["job"]), bool(args.get("wait")), caller, send)
+            chain = bool(args.get("chain", True))
+            return await self._trigger(
+                str(args["job"]), bool(args.get("wait")), caller, send, chain
+            )
         if cmd == "kill":
             return ok(await self._kill(str(args["target"]), caller))
         if cmd == "pause":
@@ -137,7 +142,9 @@ class Steering:
             "elapsed": round(max(0.0, elapsed), 3),
         }
 
-    async def _trigger(self, name: str, wait: bool, caller: Caller, send: Send) -> dict[str, Any]:
+    async def _trigger(
+        self, name: str, wait: bool, caller: Caller, send: Send, chain: bool = True
+    ) -> dict[str, Any]:
         self._known([name])
         started = await self.loop.trigger(name)
         if isinstance(started, str):
@@ -148,6 +155,8 @@ class Steering:
                 raise ControlError("refused", f"{name}'s triggered run was stopped before it began")
             started = became
         run = started
+        if not chain:  # `trigger --no-chain`: its end starts no chained run
+            self.no_chain.add(run.run_id)
         self.log.info("job.triggered", job=name, run_id=run.run_id, by=caller.by())
         if not wait:
             return ok({"run_id": run.run_id})

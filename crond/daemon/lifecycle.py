@@ -33,6 +33,7 @@ from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.control.server import socket_path
 from crond.daemon import events, reaper, stores
 from crond.daemon import taken as socket_taken
+from crond.daemon.chaining import Chaining
 from crond.daemon.cluster import Cluster, database_url, given_problems, logged_as, replica_name
 from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
@@ -102,6 +103,9 @@ class Service:
             clock=clock, log=log, effects=self, heartbeat=cfg.daemon.heartbeat
         )
         self.view = StoreView(clock=clock, loop=self.loop, recorder=self.recorder)
+        self.chaining = Chaining(self.loop, self.recorder)
+        self.recorder.chains = self.chaining.children
+        self.spawner.parents = self.loop.core.chains.parents  # the core's: shared
         self._status = 0  # crond run's exit status after a stop
         self.telling = Telling(log=log, clock=clock, loop=self.loop, recorder=self.recorder)
         self.cluster = None if replica is None else Cluster(
@@ -125,6 +129,7 @@ class Service:
         self.steering = Steering(
             log=log, clock=clock, loop=self.loop, pausing=self.pausing, cluster=self.cluster,
             reload=self.signals.reload_asked,  # `crond reload`, as SIGHUP
+            no_chain=self.chaining.no_chain,
         )  # fmt: skip
         self._settings(cfg)
 
@@ -158,12 +163,14 @@ class Service:
 
     def decided(self, job: LoadedJob, decision: Decision) -> None:
         self.telling.decided(job, decision)
+        self.chaining.forget_dropped()
 
     def run_started(self, job: LoadedJob, run: runner.Run) -> None:
         self.telling.run_started(job, run)
 
     def run_ended(self, job: LoadedJob, run: runner.Run, result: runner.RunResult) -> None:
         self.telling.run_ended(job, run, result)
+        self.chaining.ended(run, result)
 
     def resumed(self, job: str, skipped: int) -> None:
         self.pausing.ran_out(job, skipped)
@@ -226,6 +233,7 @@ class Service:
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
                     self.loop.load(self.cfg.jobs, resume=self.recorder.cursors())
                 self.pausing.restore()  # the pauses kept in the store, before the first wake
+                self.chaining.restore()  # chained runs recorded and never started
                 self.view.start_reboot_jobs(self.cfg.jobs.values())
                 self.log.info(
                     "daemon.started",

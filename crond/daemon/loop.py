@@ -221,7 +221,8 @@ class Loop(Generic[R]):
 
     def _ended(self, name: str, slot: datetime) -> None:
         """A run ended: its locks are given back; a draining loop may now end, a queued
-        run or one waiting for a lock may start."""
+        run, one waiting for a lock or its chained runs may start."""
         released = self.core.locks.release(name, slot)
-        if not self.running or self.core.queue or (released and self.core.locks):
+        waiting = self.core.queue or (released and self.core.locks) or self.core.chains
+        if not self.running or waiting:
             self._wake.set()

@@ -35,6 +35,7 @@ from crond.schedule.actions import (
     Start,
     Tell,
 )
+from crond.schedule.chains import Chains
 from crond.schedule.heap import ConfigDiff, Schedule
 from crond.schedule.locks import Locks
 from crond.schedule.pauses import Pauses
@@ -53,8 +54,14 @@ class Core:
         self.queue = RunQueue(self.schedule)
         self.unclaimed = Unclaimed(self.schedule)
         self.locks = Locks(self.schedule)
+        self.chains = Chains()
         self._proposer = Proposer(
-            self.schedule, self.pauses, self.queue, self.unclaimed, self.locks
+            self.schedule,
+            self.pauses,
+            self.queue,
+            self.unclaimed,
+            locks=self.locks,
+            chains=self.chains,
         )
 
     # --- what the shell is told to change ---------------------------------------------
@@ -62,7 +69,8 @@ class Core:
     def load(
         self, jobs: Mapping[str, LoadedJob], now: datetime, resume: Mapping[str, datetime] | None
     ) -> ConfigDiff:
-        """Swap in a new set of jobs (`Schedule.load`)."""
+        """Swap in a new set of jobs (`Schedule.load`), and their chains."""
+        self.chains.load(jobs)
         return self.schedule.load(jobs, now, resume)
 
     def wake_at(self, lead: timedelta) -> datetime | None:
@@ -78,6 +86,7 @@ class Core:
                 self.queue.wake_at(),
                 self.unclaimed.wake_at(),
                 self.locks.wake_at(),
+                self.chains.wake_at(),
             )
             if t
         ]

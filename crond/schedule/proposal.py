@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crond.config.loaded import LoadedJob
-from crond.config.model import Catchup, OnLock
+from crond.config.model import Catchup, OnLock, Overlap
 from crond.schedule.actions import Action, Key, Queued, Resumed, Tell
+from crond.schedule.chains import Chains
 from crond.schedule.heap import Schedule
 from crond.schedule.locks import Locks
 from crond.schedule.pauses import Pauses
 from crond.schedule.queue import Missed, RunQueue
-from crond.schedule.rules import Decision, Entry, decide
+from crond.schedule.rules import Decision, Entry, decide, skip_reason
 from crond.schedule.unclaimed import Unclaimed
 
 # How many runs of each job are going (the shell's count; a job with none may be absent).
@@ -60,13 +61,16 @@ class Proposer:
         pauses: Pauses,
         queue: RunQueue,
         unclaimed: Unclaimed,
+        *,
         locks: Locks,
+        chains: Chains,
     ) -> None:
         self.schedule = schedule
         self.pauses = pauses
         self.queue = queue
         self.unclaimed = unclaimed
         self.locks = locks
+        self.chains = chains
 
     def propose(self, now: datetime, lead: timedelta, running: Running) -> Proposal:
         """Decide the wake at `now`: pauses that ran out, queued runs there is room for,
@@ -87,6 +91,7 @@ class Proposer:
         going = dict(running)
         for job, _ in (*drained, *unlocked):
             going[job.name] = going.get(job.name, 0) + 1
+        chained = self._chained(now, going, first) if self.chains else []
         due = self.schedule.pop_due(now + lead)
         at = max([now, *(entry.next_fire.at for entry in due if entry.next_fire is not None)])
         decisions, moved = self._decide(due, at, going)
@@ -97,6 +102,8 @@ class Proposer:
             now, decisions, drained, missed=missed, first=first, total=total
         )
         first += [Tell(job, d) for job, d in missed]
+        if chained:  # (the daemon's limit: those beyond it wait in its queue)
+            drained += self._room_for(chained, total + len(drained) + len(retried), first)
         if self.locks.capacity:
             drained, retried = self._gated(drained, first), self._gated(retried, first)
         proposal = Proposal(now, at, [], [], first, drained, retried, due, decisions, moved=moved)
@@ -148,6 +155,39 @@ class Proposer:
             else:
                 first.append(self.locks.wait(job, slot))
         return kept
+
+    def _chained(
+        self, now: datetime, going: dict[str, int], first: list[Action]
+    ) -> list[tuple[LoadedJob, datetime]]:
+        """The chained runs to start now (crond/schedule/chains.py), each for its parent's
+        slot; those of a child disabled or paused, or with a run going or waiting (its
+        overlap, its max_running), are skipped (told in `first`); those of a child no
+        longer in the file dropped."""
+        starts: list[tuple[LoadedJob, datetime]] = []
+        for child, parent in self.chains.take():
+            entry = self.schedule.entries.get(child)
+            if entry is None:
+                self.chains.dropped.append((child, parent.run_id))
+                continue
+            job, settings = entry.job, entry.job.settings
+            runs = going.get(child, 0) + self.queue.counts.get(child, 0)
+            runs += self.locks.counts.get(child, 0) + (child in self.unclaimed)
+            held = self.pauses.held.get(child)
+            reason = None
+            if not settings.enabled or (held and (held.until is None or held.until > now)):
+                reason = "paused"
+            elif runs:  # (a replacement would stop a run of the same chain's work)
+                reason = skip_reason(settings.overlap, settings.max_running, runs)
+                reason = "overlap" if settings.overlap is Overlap.REPLACE else reason
+            if reason is not None:
+                self.chains.dropped.append((child, parent.run_id))
+                skip = self.schedule.about(child, parent.slot, skip=parent.slot, skip_reason=reason)
+                first.append(Tell(job, skip))
+                continue
+            self.chains.parents[(child, parent.slot)] = parent
+            going[child] = going.get(child, 0) + 1
+            starts.append((job, parent.slot))
+        return starts
 
     def _waited(
         self,

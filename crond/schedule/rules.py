@@ -114,7 +114,7 @@ def decide(entry: Entry, now: datetime, running: int, *, paused: bool = False) -
     # are counted in `caught_up`) that is itself not skipped for overlap.
     missed = None if due.before is None else Missed(due.slots - 1, due.first, due.before)
     if running:
-        reason = _skip_reason(settings.overlap, settings.max_running, running)
+        reason = skip_reason(settings.overlap, settings.max_running, running)
         if reason is not None:
             return Decision(
                 entry.name, now, next_fire, skip=due.latest, skip_reason=reason, missed=missed
@@ -130,7 +130,7 @@ def decide(entry: Entry, now: datetime, running: int, *, paused: bool = False) -
     )
 
 
-def _skip_reason(overlap: Overlap, max_running: int | None, running: int) -> str | None:
+def skip_reason(overlap: Overlap, max_running: int | None, running: int) -> str | None:
     """Why a due slot does not start while `running` runs of its job are going, if not."""
     if overlap is Overlap.SKIP:
         return "overlap"

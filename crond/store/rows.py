@@ -48,6 +48,17 @@ class Start(NamedTuple):
     slot: datetime
 
 
+class Chained(NamedTuple):
+    """A chained run not yet started (docs/workflows.md): the child, and its parent's end."""
+
+    job: str
+    parent_job: str
+    parent_run_id: str
+    outcome: str
+    exit_code: int | None
+    slot: datetime
+
+
 @dataclass(frozen=True)
 class AttemptRow:
     """One attempt as the store keeps it (`crond history`, lost runs)."""

@@ -99,6 +99,19 @@ CREATE TABLE IF NOT EXISTS outbox (
 -- `until` passes. `who` is JSON text {"uid", "user", "pid"}: the peer of the control
 -- socket that paused it. Also a new table without a new schema version: an older store
 -- gains it when the daemon opens it, and a reader of a store without it sees no pauses.
+-- Chained runs (docs/workflows.md) not yet started: written in the commit that ends the
+-- parent's run, taken away in the commit that records the child's start (or when the
+-- child is skipped), so a crash in between starts the child after the restart, once. A
+-- new table without a new schema version, as those above.
+CREATE TABLE IF NOT EXISTS chained (
+    job TEXT NOT NULL,
+    parent_run_id TEXT NOT NULL,
+    parent_job TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    exit_code INTEGER,
+    slot REAL NOT NULL,
+    PRIMARY KEY (job, parent_run_id)
+);
 CREATE TABLE IF NOT EXISTS pauses (
     job TEXT PRIMARY KEY,
     since REAL NOT NULL,

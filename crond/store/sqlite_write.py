@@ -15,6 +15,7 @@ from typing import Any
 
 from crond.clock import iso_utc
 from crond.store.base import AttemptRow, Claim, Claimed, StateError
+from crond.store.rows import Chained
 from crond.store.sqlite_read import ATTEMPTS, Reads, attempt_of, decoded, failure
 
 
@@ -68,10 +69,18 @@ class Runs(Writes):
             return _record_start(db, job, run_id, slot, attempt, started)
 
     def start_many(
-        self, starts: Sequence[tuple[str, str, datetime]], started: datetime
+        self,
+        starts: Sequence[tuple[str, str, datetime]],
+        started: datetime,
+        *,
+        chained: Sequence[tuple[str, str]] = (),
     ) -> list[int]:
+        """(`chained`: the chained starts among them, (job, parent's run id): their
+        records go in the same commit.)"""
         with self._transaction() as db:
             move_cursors(db, [(job, slot) for job, _, slot in starts])
+            if chained:
+                db.executemany("DELETE FROM chained WHERE job = ? AND parent_run_id = ?", chained)
             return [
                 _record_start(db, job, run_id, slot, 1, started) for job, run_id, slot in starts
             ]
@@ -116,8 +125,15 @@ class Runs(Writes):
         duration_s: float,
         output: Sequence[str],
         keep: int | None = None,
+        chained: Sequence[Chained] = (),
     ) -> None:
         with self._transaction() as db:
+            if chained:  # the runs this end starts: in its commit (docs/workflows.md)
+                db.executemany(
+                    "INSERT OR IGNORE INTO chained VALUES (?, ?, ?, ?, ?, ?)",
+                    [(c.job, c.parent_run_id, c.parent_job, c.outcome, c.exit_code,
+                      c.slot.timestamp()) for c in chained],
+                )  # fmt: skip
             changes_before = db.total_changes
             db.execute(
                 "UPDATE attempts SET finished = ?, outcome = ?, exit_code = ?, duration_s = ?, "
@@ -146,6 +162,7 @@ class Runs(Writes):
         duration_s: float,
         output: Sequence[str],
         keep: int | None = None,
+        chained: Sequence[Chained] = (),
     ) -> datetime | None:
         """`finish`: a lone daemon's lost attempts are a dead process's, never ended late."""
         self.finish(
@@ -158,8 +175,28 @@ class Runs(Writes):
             duration_s=duration_s,
             output=output,
             keep=keep,
+            chained=chained,
         )
         return None
+
+    def pending_chained(self) -> list[Chained]:
+        """The chained runs recorded and not yet started, oldest parent slot first."""
+        rows = self._all(
+            "SELECT job, parent_job, parent_run_id, outcome, exit_code, slot FROM chained "
+            "ORDER BY slot, rowid"
+        )
+        return decoded(
+            self.path,
+            lambda: [
+                Chained(job, parent_job, run_id, outcome, code, datetime.fromtimestamp(slot, UTC))
+                for job, parent_job, run_id, outcome, code, slot in rows
+            ],
+        )
+
+    def drop_chained(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Chained runs that will not start (skipped, their job gone), (job, run id) each."""
+        with self._transaction() as db:
+            db.executemany("DELETE FROM chained WHERE job = ? AND parent_run_id = ?", keys)
 
     def close_lost(self, now: datetime) -> list[AttemptRow]:
         with self._transaction() as db:

@@ -27,6 +27,7 @@ from crond.schedule.actions import (
     Start,
     Tell,
 )
+from crond.schedule.chains import Parent
 from crond.schedule.core import Core
 from crond.schedule.proposal import Proposal
 
@@ -180,8 +181,15 @@ class Shell:
             return got
         return self.carry_out(got, _nothing, ())
 
-    def end(self, name: str) -> None:
-        """The oldest run of `name` ends (its locks given back, as the loop does)."""
+    def end(self, name: str, outcome: str | None = None) -> list[str]:
+        """The oldest run of `name` ends (its locks given back, as the loop does); with an
+        `outcome`, its end starts its children as the daemon has it: those children."""
         run = next(run for run in self.runs if run.job == name)
         self.runs.remove(run)
         self.core.locks.release(run.job, run.slot)
+        if outcome is None:
+            return []
+        parent = Parent(name, f"r-{name}-{secs(run.slot)}", outcome, 0, run.slot)
+        children = self.core.chains.chained(parent)
+        self.core.chains.put(children, parent)
+        return children
