@@ -128,10 +128,10 @@ def ps(file: Path, state_dir: str | None, socket_flag: Path | None, as_json: boo
     from crond.control import views  # noqa: PLC0415  (see the imports above)
 
     answer = _steer(file, state_dir, socket_flag, "ps", {})
-    runs = _dicts(answer.get("runs"))
+    runs, waiting = _dicts(answer.get("runs")), _dicts(answer.get("waiting"))
     if as_json:
         mine = {} if answer.get("pid") is None else {"daemon_pid": answer["pid"]}
-        for run in runs:
+        for run in [*runs, *({**w, "waiting": True} for w in waiting)]:
             click.echo(json.dumps({**run, **mine}))
         return
     header = views.format_daemon(answer)
@@ -141,6 +141,8 @@ def ps(file: Path, state_dir: str | None, socket_flag: Path | None, as_json: boo
         click.echo(views.format_ps(runs))
     else:
         click.echo("nothing running", err=True)
+    if waiting:
+        click.echo(views.format_waiting(waiting))
 
 
 @click.command()

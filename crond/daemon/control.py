@@ -30,6 +30,7 @@ from crond.control.callers import Caller
 from crond.control.protocol import ControlError, ok
 from crond.control.server import ControlServer, Send
 from crond.daemon.cluster import Cluster
+from crond.daemon.locksview import lock_waits
 from crond.daemon.loop import Loop, Pending
 from crond.daemon.pausing import Pausing
 from crond.run import runner
@@ -93,7 +94,8 @@ class Steering:
         self, cmd: str, args: dict[str, Any], caller: Caller, send: Send
     ) -> dict[str, Any]:
         if cmd == "ps":
-            return ok({"runs": await self._ps(), **self._whoami()})
+            waiting = {"waiting": w} if (w := lock_waits(self.loop.core.locks)) else {}
+            return ok({"runs": await self._ps(), **waiting, **self._whoami()})
         if cmd == "reload" and self.reload is not None:
             self.log.info("config.reload_requested", by=caller.by())
             return ok(await self.reload())
@@ -132,7 +134,9 @@ class Steering:
     def _run_row(self, run: runner.Run) -> dict[str, Any]:
         started = run.slot + timedelta(milliseconds=max(0.0, run.lag_ms))
         elapsed = (self.clock.now() - started).total_seconds()
+        held = self.loop.core.locks.taken_by(run.job, run.slot)
         return {
+            **({"locks": list(held)} if held else {}),
             "job": run.job,
             "run_id": run.run_id,
             "attempt": run.attempt,

@@ -121,13 +121,24 @@ class Locks:
         """The first of `job`'s locks without room, and its holders; or its first lock,
         held by none, when a run that took it gave it back after `job`'s run was told to
         wait (its claim was refused): the core wakes at once for it (`wake_at`)."""
-        names = needs(job)
-        for name in names:
+        found = self.full(job)
+        if found is None:
+            self._freed = True
+            return Blocked(needs(job)[0], ())
+        return found
+
+    def full(self, job: LoadedJob) -> Blocked | None:
+        """The first of `job`'s locks without room and its holders (None: all have room)."""
+        for name in needs(job):
             limit = self.capacity.get(name)
             if limit is not None and self.held.get(name, 0) >= limit:
                 return Blocked(name, tuple(self.holders.get(name, ())))
-        self._freed = True
-        return Blocked(names[0], ())
+        return None
+
+    def taken_by(self, name: str, slot: datetime) -> Sequence[str]:
+        """The locks a run of job `name` for `slot` holds (none: [])."""
+        taken = self._taken.get((name, slot))
+        return taken[-1] if taken else ()
 
     def wait(self, job: LoadedJob, slot: datetime) -> LockWait:
         """`job`'s run for `slot`, which could not take its locks, waits for them, in slot
