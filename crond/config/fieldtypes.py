@@ -181,3 +181,19 @@ class ChainOn(StrEnum):
     SUCCESS = "success"
     FAILURE = "failure"  # failed, timeout or killed: every end but success
     FINISHED = "finished"  # every end
+
+
+def check_shape(locks: object, overlap: str, after: object, replicas: str) -> None:
+    """What a job's `locks` and `after` may not stand beside (model.Job's check)."""
+    if locks and overlap == "replace":
+        field_error(
+            "locks",
+            "locks and overlap: replace do not go together (a replacement would take "
+            "the place of a run that holds its locks): use overlap: skip or allow",
+        )
+    if after is not None and replicas == "all":
+        field_error(
+            "after",
+            "a chained run is one run for each end of its parent's run, claimed once by "
+            "one replica: it cannot run on every replica (remove replicas: all)",
+        )

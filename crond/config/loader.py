@@ -232,8 +232,7 @@ def _validated(
     problems += check_subscriptions(
         data.get("notifiers"), jobs, data.get("defaults"), source, filename
     )
-    problems += waits.check_locks(data.get("locks"), jobs, data.get("defaults"), source, filename)
-    problems += waits.check_after(jobs, data.get("defaults"), source, filename)
+    problems += waits.check(data.get("locks"), jobs, data.get("defaults"), source, filename)
     if problems or config is None:
         raise ConfigError(capped(problems, filename))
     unused_problems = [

@@ -26,7 +26,6 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from crond.config import waits
 from crond.config.calendars import CalendarDef
 from crond.config.fieldtypes import (
     ENVIRON,
@@ -42,6 +41,7 @@ from crond.config.fieldtypes import (
     LockName,
     OnLock,
     WarnAfter,
+    check_shape,
     check_zone,
     environ_of,
     field_error,
@@ -322,7 +322,7 @@ class Job(JobFields):
             self.cron is None and self.after is not None  # `after` alone: chained only
         ):
             _exactly_one(self, "cron", "every", "a schedule", " (or after, to chain it)")
-        waits.check_shape(self.locks, self.overlap, self.after, self.replicas)
+        check_shape(self.locks, self.overlap, self.after, self.replicas)
         if (self.command is None) is (self.python is None):
             _exactly_one(self, "command", "python", "something to run")
         if self.every is not None and self.timezone is not None:

@@ -7,14 +7,21 @@ cycle of `after` (a job that would start itself, through others) is refused, nam
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TypeVar
 
 from crond.config import places
-from crond.config.fieldtypes import field_error
 from crond.config.problems import Problem
 from crond.config.wording import MAX_PROBLEMS, close_matches, quote
 
 _LISTED = 10
+
+
+def check(
+    locks: object, jobs: object, defaults: object, source: places.Source, filename: str
+) -> list[Problem]:
+    """`check_locks` and `check_after`: the names the jobs of a file wait on."""
+    found = check_locks(locks, jobs, defaults, source, filename)
+    return found + check_after(jobs, defaults, source, filename)
 
 
 def check_locks(
@@ -25,7 +32,7 @@ def check_locks(
     names = [str(name) for name in defined] if isinstance(defined, dict) else []
     known = set(names)
     found: list[Problem] = []
-    for at, listed in _lock_lists(jobs, defaults):
+    for at, listed in written(jobs, defaults, "locks", list):
         for i, name in enumerate(listed):
             if not isinstance(name, str) or name in known:
                 continue  # (not a string: the model says so)
@@ -120,26 +127,17 @@ def _cycles(parents: dict[str, list[str]], names: list[str]) -> list[list[str]]:
     return cycles
 
 
-def _lock_lists(jobs: object, defaults: object) -> Iterator[tuple[places.Path, list[Any]]]:
-    if isinstance(defaults, dict) and isinstance(defaults.get("locks"), list):
-        yield ("defaults",), defaults["locks"]
+_T = TypeVar("_T")
+
+
+def written(
+    jobs: object, defaults: object, key: str, kind: type[_T]
+) -> Iterator[tuple[places.Path, _T]]:
+    """Each `key` of `defaults` and of each job, as written, that is a `kind` (what is
+    not, the model reports): where it stands, and it."""
+    if isinstance(defaults, dict) and isinstance(defaults.get(key), kind):
+        yield ("defaults",), defaults[key]
     if isinstance(jobs, dict):
         for name, job in jobs.items():
-            if isinstance(job, dict) and isinstance(job.get("locks"), list):
-                yield ("jobs", name), job["locks"]
-
-
-def check_shape(locks: object, overlap: str, after: object, replicas: str) -> None:
-    """What a job's `locks` and `after` may not stand beside (model.Job's check)."""
-    if locks and overlap == "replace":
-        field_error(
-            "locks",
-            "locks and overlap: replace do not go together (a replacement would take "
-            "the place of a run that holds its locks): use overlap: skip or allow",
-        )
-    if after is not None and replicas == "all":
-        field_error(
-            "after",
-            "a chained run is one run for each end of its parent's run, claimed once by "
-            "one replica: it cannot run on every replica (remove replicas: all)",
-        )
+            if isinstance(job, dict) and isinstance(job.get(key), kind):
+                yield ("jobs", name), job[key]

@@ -54,10 +54,9 @@ class Steering:
         pausing: Pausing,
         cluster: Cluster | None = None,
         reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
-        no_chain: set[str] | None = None,
     ) -> None:
         self.log = log
-        self.no_chain: set[str] = set() if no_chain is None else no_chain  # the daemon's
+        self.no_chain: set[str] = set()  # `trigger --no-chain`'s runs (daemon/chaining.py)
         self.cluster = cluster  # a replica's: ps and kill reach the other replicas
         self.clock = clock
         self.loop = loop

@@ -103,9 +103,6 @@ class Service:
             clock=clock, log=log, effects=self, heartbeat=cfg.daemon.heartbeat
         )
         self.view = StoreView(clock=clock, loop=self.loop, recorder=self.recorder)
-        self.chaining = Chaining(self.loop, self.recorder)
-        self.recorder.chains = self.chaining.children
-        self.spawner.parents = self.loop.core.chains.parents  # the core's: shared
         self._status = 0  # crond run's exit status after a stop
         self.telling = Telling(log=log, clock=clock, loop=self.loop, recorder=self.recorder)
         self.cluster = None if replica is None else Cluster(
@@ -129,8 +126,8 @@ class Service:
         self.steering = Steering(
             log=log, clock=clock, loop=self.loop, pausing=self.pausing, cluster=self.cluster,
             reload=self.signals.reload_asked,  # `crond reload`, as SIGHUP
-            no_chain=self.chaining.no_chain,
         )  # fmt: skip
+        self.chaining = Chaining(self.loop, self.recorder, self.spawner, self.steering.no_chain)
         self._settings(cfg)
 
     def _settings(self, cfg: LoadedConfig) -> None:
@@ -163,7 +160,7 @@ class Service:
 
     def decided(self, job: LoadedJob, decision: Decision) -> None:
         self.telling.decided(job, decision)
-        self.chaining.forget_dropped()
+        self.chaining.forget_dropped()  # chained runs skipped, missed (or of jobs gone)
 
     def run_started(self, job: LoadedJob, run: runner.Run) -> None:
         self.telling.run_started(job, run)

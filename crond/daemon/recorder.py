@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from crond.clock import Clock
 from crond.config.loaded import LoadedConfig
@@ -31,7 +31,6 @@ from crond.daemon.offloop import OffLoop
 from crond.daemon.proof import Proof
 from crond.daemon.stores import FAILED, End, Opener
 from crond.schedule.actions import Claims, Refusal
-from crond.schedule.chains import Parent
 from crond.store.base import AttemptRow, Replicated, Start, Store, ViewRow
 from crond.store.rows import Chained
 
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
 
     from crond.run.runner import Run, RunResult
-    from crond.store.sqlite import SqliteStore
 
 
 class Told(Protocol):
@@ -88,8 +86,7 @@ class StoreRecorder(OffLoop):
         # (another replica does not claim an `overlap: skip` job's next slot meanwhile).
         self._held: dict[str, End] = {}
         self.late = LateEnds(log, replica)  # ends written beside `lost`: told once
-        # The children a run's end starts (crond/daemon/chaining.py), set by the daemon.
-        self.chains: Callable[[Run, RunResult], tuple[list[str], Parent]] | None = None
+        self.chains: Callable[[Run, RunResult], list[Chained]] | None = None  # chaining.py
         self.in_doubt = InDoubt()  # with replicas, the claims that got no answer
 
     def configure(self, cfg: LoadedConfig) -> None:
@@ -122,14 +119,12 @@ class StoreRecorder(OffLoop):
         its row. With replicas, claim them in that commit, with the `told` slots (skipped,
         missed): the starts that may not start, and why (all of them when the database
         did not answer); the told slots another replica claimed first, and so tells of
-        (none when the database did not answer: each replica tells what it saw).
-        `chained`: the chained starts among them, (child, the parent's run id), whose
-        records (written with the parent's end) go in the same commit."""
+        (none when the database did not answer: each replica tells what it saw). Without
+        replicas, the records of the `chained` starts, (child, parent's run id), go too."""
         at = started or self.clock.now()
         if self.replica is None:
             if starts:
-                more = {"chained": chained} if chained else {}  # (the SQLite store's)
-                ids = self.write(lambda store: store.start_many(starts, at, **more))
+                ids = self.write(lambda store: store.start_many(starts, at, **_kw(chained)))
                 for start, row_id in zip(starts, [] if ids is FAILED else ids, strict=False):
                     self._prepared[start.run_id] = row_id
             return Claims()
@@ -198,47 +193,19 @@ class StoreRecorder(OffLoop):
             write_end = functools.partial(self._held.__setitem__, run.run_id)
         now = self.clock.now()  # not when it is written: that may be later (held, away)
 
-        # Without replicas, the chained runs this end starts go in its commit.
-        more = {"chained": chained} if (chained := self._chained(run, result)) else {}
+        chained = self.chains(run, result) if self.chains and run.ends_with(result) else []
+        more = _kw(chained if self.replica is None else [])  # in the end's commit
 
         def end(store: Store) -> LateEnd | None:
             row = _row_of(token)  # None: its start was never written
             lost_at = None if row is None else store.end(
                 row, job=run.job, run_id=run.run_id, finished=now,
                 outcome=result.outcome.value, exit_code=result.exit_code,
-                duration_s=result.duration_s, output=tail, keep=self.history.get(run.job),
-                **more,
+                duration_s=result.duration_s, output=tail, keep=self.history.get(run.job), **more,
             )  # fmt: skip
             return None if lost_at is None else LateEnd(run, result, lost_at)
 
         write_end(end)
-
-    def _chained(self, run: Run, result: RunResult) -> list[Chained]:
-        """The chained runs `run`'s end starts, to write with it (docs/workflows.md): with
-        a store of one daemon only (with replicas they are not kept yet)."""
-        if self.chains is None or self.replica is not None or not run.ends_with(result):
-            return []
-        children, parent = self.chains(run, result)
-        return [
-            Chained(child, parent.job, parent.run_id, parent.outcome, parent.exit_code, run.slot)
-            for child in children
-        ]
-
-    def pending_chains(self) -> list[tuple[str, Parent]]:
-        """The chained runs a previous daemon recorded and never started."""
-        if self.replica is not None or self.store is None:
-            return []
-        rows = self.write(lambda store: cast("SqliteStore", store).pending_chained())
-        return [] if rows is FAILED else [
-            (row.job, Parent(row.parent_job, row.parent_run_id, row.outcome, row.exit_code,
-                             row.slot))
-            for row in rows
-        ]  # fmt: skip
-
-    def drop_chained(self, keys: list[tuple[str, str]]) -> None:
-        """Chained runs that will not start: their records go."""
-        if self.replica is None and self.store is not None:
-            self.send(lambda store: cast("SqliteStore", store).drop_chained(keys))
 
     def _written(self, said: object) -> None:
         if isinstance(said, LateEnd):
@@ -295,6 +262,11 @@ class _Row:
 
     def found(self, row_id: int) -> None:
         self.id = row_id
+
+
+def _kw(chained: Sequence[object]) -> dict[str, Any]:
+    """The SQLite store's `chained` argument, when there is one (docs/workflows.md)."""
+    return {"chained": chained} if chained else {}
 
 
 def _row_of(token: object) -> int | None:

@@ -21,13 +21,17 @@ The rules `Chains` keeps (crond/schedule/proposal.py asks it at every wake):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from crond.config.fieldtypes import ChainOn
 from crond.config.loaded import LoadedJob
-from crond.schedule.actions import Key
+from crond.config.model import Overlap
+from crond.schedule.actions import Action, Key, Tell
+from crond.schedule.heap import Schedule
+from crond.schedule.pauses import Pauses
+from crond.schedule.rules import Decision, skip_reason
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,53 @@ class Chains:
     def take(self) -> list[tuple[str, Parent]]:
         taken, self.pending = self.pending, []
         return taken
+
+    def decide(
+        self,
+        schedule: Schedule,
+        now: datetime,
+        going: dict[str, int],
+        waiting: Callable[[str], int],
+        pauses: Pauses,
+    ) -> tuple[list[tuple[LoadedJob, datetime]], list[Action]]:
+        """The chained runs to start now, each for its parent's slot (counted in `going`);
+        and what to tell of those not started: the runs of a child disabled or paused, or
+        with a run going (`going`) or waiting (`waiting`) against its overlap or its
+        max_running, are skipped; those of a child no longer in the file dropped."""
+        starts: list[tuple[LoadedJob, datetime]] = []
+        told: list[Action] = []
+        for child, parent in self.take():
+            entry = schedule.entries.get(child)
+            if entry is None:
+                self.dropped.append((child, parent.run_id))
+                continue
+            job, settings = entry.job, entry.job.settings
+            runs = going.get(child, 0) + waiting(child)
+            held = pauses.held.get(child)
+            reason = None
+            if not settings.enabled or (held and (held.until is None or held.until > now)):
+                reason = "paused"
+            elif runs:  # (a replacement would stop a run of the same chain's work)
+                reason = skip_reason(settings.overlap, settings.max_running, runs)
+                reason = "overlap" if settings.overlap is Overlap.REPLACE else reason
+            if reason is not None:
+                self.dropped.append((child, parent.run_id))
+                skip = schedule.about(child, parent.slot, skip=parent.slot, skip_reason=reason)
+                told.append(Tell(job, skip))
+                continue
+            self.parents[(child, parent.slot)] = parent
+            going[child] = going.get(child, 0) + 1
+            starts.append((job, parent.slot))
+        return starts, told
+
+    def missed(self, missed: Iterable[tuple[LoadedJob, Decision]]) -> None:
+        """Runs missed after waiting (for a lock, the daemon's limit, the database): the
+        chained ones among them are dropped."""
+        for job, decision in missed:
+            slot = decision.missed.last_slot if decision.missed is not None else None
+            parent = None if slot is None else self.parents.pop((job.name, slot), None)
+            if parent is not None:
+                self.dropped.append((job.name, parent.run_id))
 
     def wake_at(self) -> datetime | None:
         """At once (the oldest parent slot, in the past) while chained runs wait."""

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from crond.config.loaded import LoadedJob
-from crond.config.model import Catchup, OnLock, Overlap
+from crond.config.model import Catchup, OnLock
 from crond.schedule.actions import Action, Key, Queued, Resumed, Tell
 from crond.schedule.chains import Chains
 from crond.schedule.heap import Schedule
 from crond.schedule.locks import Locks
 from crond.schedule.pauses import Pauses
 from crond.schedule.queue import Missed, RunQueue
-from crond.schedule.rules import Decision, Entry, decide, skip_reason
+from crond.schedule.rules import Decision, Entry, decide
 from crond.schedule.unclaimed import Unclaimed
 
 # How many runs of each job are going (the shell's count; a job with none may be absent).
@@ -91,7 +91,12 @@ class Proposer:
         going = dict(running)
         for job, _ in (*drained, *unlocked):
             going[job.name] = going.get(job.name, 0) + 1
-        chained = self._chained(now, going, first) if self.chains else []
+        chained: list[tuple[LoadedJob, datetime]] = []
+        if self.chains:
+            chained, told = self.chains.decide(
+                self.schedule, now, going, self._waiting, self.pauses
+            )
+            first += told
         due = self.schedule.pop_due(now + lead)
         at = max([now, *(entry.next_fire.at for entry in due if entry.next_fire is not None)])
         decisions, moved = self._decide(due, at, going)
@@ -102,6 +107,8 @@ class Proposer:
             now, decisions, drained, missed=missed, first=first, total=total
         )
         first += [Tell(job, d) for job, d in missed]
+        if self.chains.parents and missed:
+            self.chains.missed(missed)
         if chained:  # (the daemon's limit: those beyond it wait in its queue)
             drained += self._room_for(chained, total + len(drained) + len(retried), first)
         if self.locks.capacity:
@@ -156,38 +163,10 @@ class Proposer:
                 first.append(self.locks.wait(job, slot))
         return kept
 
-    def _chained(
-        self, now: datetime, going: dict[str, int], first: list[Action]
-    ) -> list[tuple[LoadedJob, datetime]]:
-        """The chained runs to start now (crond/schedule/chains.py), each for its parent's
-        slot; those of a child disabled or paused, or with a run going or waiting (its
-        overlap, its max_running), are skipped (told in `first`); those of a child no
-        longer in the file dropped."""
-        starts: list[tuple[LoadedJob, datetime]] = []
-        for child, parent in self.chains.take():
-            entry = self.schedule.entries.get(child)
-            if entry is None:
-                self.chains.dropped.append((child, parent.run_id))
-                continue
-            job, settings = entry.job, entry.job.settings
-            runs = going.get(child, 0) + self.queue.counts.get(child, 0)
-            runs += self.locks.counts.get(child, 0) + (child in self.unclaimed)
-            held = self.pauses.held.get(child)
-            reason = None
-            if not settings.enabled or (held and (held.until is None or held.until > now)):
-                reason = "paused"
-            elif runs:  # (a replacement would stop a run of the same chain's work)
-                reason = skip_reason(settings.overlap, settings.max_running, runs)
-                reason = "overlap" if settings.overlap is Overlap.REPLACE else reason
-            if reason is not None:
-                self.chains.dropped.append((child, parent.run_id))
-                skip = self.schedule.about(child, parent.slot, skip=parent.slot, skip_reason=reason)
-                first.append(Tell(job, skip))
-                continue
-            self.chains.parents[(child, parent.slot)] = parent
-            going[child] = going.get(child, 0) + 1
-            starts.append((job, parent.slot))
-        return starts
+    def _waiting(self, name: str) -> int:
+        """How many runs of job `name` wait (in the queue, for a lock, for the database)."""
+        counts, locks = self.queue.counts, self.locks.counts
+        return counts.get(name, 0) + locks.get(name, 0) + (name in self.unclaimed)
 
     def _waited(
         self,

@@ -24,6 +24,16 @@ class Ends:
         assert shell.end(self.job, self.outcome) == self.children
 
 
+@dataclass(frozen=True)
+class Dropped:
+    """The chained runs dropped so far, (child, parent's run id): their records go."""
+
+    expect: list[tuple[str, str]]
+
+    def __call__(self, shell: Shell) -> None:
+        assert shell.core.chains.dropped == self.expect
+
+
 EXTRACT = "extract: {every: 1m, command: x}"
 LOAD = "load: {after: extract, command: x}"
 REPORT = "report: {after: {load: success, extract: failure}, command: x}"
@@ -100,6 +110,23 @@ CASES: dict[str, tuple[str, list[Step]]] = {
             Wake(60, ["start extract@60", "moved extract"]),
             Ends("extract", "success", ["load"]),
             Wake(61, ["waits load@60 for db (vacuum@30)"]),
+        ],
+    ),
+    "a_chained_run_missed_waiting_for_its_lock_is_dropped": (
+        "locks: {db: 1}\n"
+        + jobs(
+            "extract: {every: 1m, command: x}",
+            "load: {after: extract, grace: 10s, command: x, locks: [db]}",
+            "vacuum: {every: 10m, anchor: '2026-03-01T12:00:30Z', command: x, locks: [db]}",
+        ),
+        [
+            Wake(30, ["start vacuum@30", "moved vacuum"]),
+            Wake(60, ["start extract@60", "moved extract"]),
+            Ends("extract", "success", ["load"]),
+            Wake(61, ["waits load@60 for db (vacuum@30)"]),
+            Dropped([]),
+            Wake(71, ["tell load: missed 1 60..60 lock"]),
+            Dropped([("load", "r-extract-60")]),
         ],
     ),
 }
