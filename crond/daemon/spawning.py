@@ -86,7 +86,12 @@ class Spawner:
         )
 
     async def claim(
-        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
+        self,
+        starts: Sequence[tuple[LoadedJob, datetime]],
+        told: Sequence[Key],
+        at: datetime,
+        *,
+        counted: bool = False,
     ) -> Claims:
         """The runs one wake is about to start at `at` (the wake may come just before):
         their `started` rows in one commit, before the first spawn (one per run would
@@ -101,7 +106,12 @@ class Spawner:
             for job, slot in starts
         }
         records = [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()]
-        return await self.recorder.prepare(records, told, started=at)
+        limits = {
+            job.name: job.settings.max_runs
+            for job, _ in starts
+            if counted and job.settings.max_runs is not None
+        }
+        return await self.recorder.prepare(records, told, started=at, limits=limits)
 
     def reload(self, cfg: LoadedConfig) -> None:
         """A reload: the specs of the jobs no longer in the file are forgotten, and all of

@@ -34,6 +34,7 @@ from crond.schedule.actions import (
     Start,
     Tell,
 )
+from crond.schedule.backlog import Backlog
 from crond.schedule.heap import ConfigDiff, Schedule
 from crond.schedule.pauses import Pauses
 from crond.schedule.proposal import Proposal, Proposer, Running, told_slot
@@ -50,15 +51,26 @@ class Core:
         self.pauses = Pauses(self.schedule)
         self.queue = RunQueue(self.schedule)
         self.unclaimed = Unclaimed(self.schedule)
-        self._proposer = Proposer(self.schedule, self.pauses, self.queue, self.unclaimed)
+        self.backlog = Backlog(self.schedule)  # runs waiting for their own job
+        self._proposer = Proposer(
+            self.schedule, self.pauses, self.queue, self.unclaimed, self.backlog
+        )
 
     # --- what the shell is told to change ---------------------------------------------
 
     def load(
-        self, jobs: Mapping[str, LoadedJob], now: datetime, resume: Mapping[str, datetime] | None
+        self,
+        jobs: Mapping[str, LoadedJob],
+        now: datetime,
+        resume: Mapping[str, datetime] | None,
+        runs: Mapping[str, int] | None = None,
     ) -> ConfigDiff:
-        """Swap in a new set of jobs (`Schedule.load`)."""
-        return self.schedule.load(jobs, now, resume)
+        """Swap in a new set of jobs (`Schedule.load`); `runs`: the scheduled runs each
+        job has had (`max_runs`), as the store counted them."""
+        diff = self.schedule.load(jobs, now, resume, runs)
+        for name in (*diff.removed, *diff.changed):
+            self.backlog.drop(name)
+        return diff
 
     def wake_at(self, lead: timedelta) -> datetime | None:
         """When the next wake is due by itself: `lead` before the earliest fire (its runs
@@ -67,7 +79,14 @@ class Core:
         due = self.schedule.next_due()
         times = [due[0] - lead] if due else []
         times += [
-            t for t in (self.pauses.ends, self.queue.wake_at(), self.unclaimed.wake_at()) if t
+            t
+            for t in (
+                self.pauses.ends,
+                self.queue.wake_at(),
+                self.unclaimed.wake_at(),
+                self.backlog.wake_at(),
+            )
+            if t
         ]
         return min(times, default=None)
 
@@ -85,8 +104,9 @@ class Core:
         # A start waiting in the queue or for the database is going too: its retry
         # would otherwise start beside the trigger's run.
         going = runs + self.queue.counts.get(name, 0) + (name in self.unclaimed)
-        if going and settings.overlap is Overlap.SKIP:
-            return f"{name} has a run going and overlap: skip"
+        going += self.backlog.count(name)
+        if going and settings.overlap in {Overlap.SKIP, Overlap.QUEUE}:
+            return f"{name} has a run going and overlap: {settings.overlap.value}"
         limit = settings.max_running
         if limit is not None and going >= limit:
             return f"{name}'s max_running ({limit}) is reached: {going} going"
@@ -109,6 +129,9 @@ class Core:
         the start waits and is tried again (an older waiting start of the job is missed)."""
         if reason == "database":
             return [_checked(*missed) for missed in self.unclaimed.put(job, slot, now)]
+        if reason == "done":  # another replica ran the job's last counted run
+            self.schedule.done(job.name)
+            return []
         if reason == "busy":
             skip = self.schedule.about(job.name, slot, skip=slot, skip_reason="overlap")
             return [Tell(job, skip)]
@@ -178,6 +201,8 @@ class Core:
             )
             slot = reason = None
         actions: list[Action] = [Tell(job, decision, gated=True)] if _tells(decision) else []
+        if decision.waits:
+            actions += self.backlog.wait(job, decision, running)
         if slot is None:
             return actions
         if decision.replace:
@@ -190,6 +215,7 @@ class Core:
         elif reason is not None:
             actions += self.refused(job, slot, reason, proposal.now)
         else:
+            self.schedule.counted(job.name)
             actions.append(Start(job, slot, gated=True))
         return actions
 
@@ -199,7 +225,10 @@ class Core:
         self, job: LoadedJob, slot: datetime, claims: Claims, now: datetime
     ) -> list[Action]:
         reason = claims.refused.get((job.name, slot))
-        return [Start(job, slot)] if reason is None else self.refused(job, slot, reason, now)
+        if reason is not None:
+            return self.refused(job, slot, reason, now)
+        self.schedule.counted(job.name)
+        return [Start(job, slot)]
 
     def _dropped(self, name: str) -> list[Action]:
         """`name`'s queued runs, replaced by a newer one: missed."""
@@ -223,4 +252,5 @@ TRIGGER_REFUSED: dict[Refusal, str] = {
     "taken": "another replica claimed the same instant for {name}; try again",
     "busy": "{name} has a run going on another replica and overlap: skip",
     "database": "the database is unavailable, and no run starts without a claim",
+    "done": "{name} has had its max_runs scheduled runs",
 }

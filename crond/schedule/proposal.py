@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from crond.config.loaded import LoadedJob
 from crond.config.model import Catchup
 from crond.schedule.actions import Action, Key, Queued, Resumed, Tell
+from crond.schedule.backlog import Backlog
 from crond.schedule.heap import Schedule
 from crond.schedule.pauses import Pauses
 from crond.schedule.queue import Missed, RunQueue
@@ -51,12 +52,18 @@ class Proposer:
     """The proposing half of the core's wake, over the core's parts (made by `Core`)."""
 
     def __init__(
-        self, schedule: Schedule, pauses: Pauses, queue: RunQueue, unclaimed: Unclaimed
+        self,
+        schedule: Schedule,
+        pauses: Pauses,
+        queue: RunQueue,
+        unclaimed: Unclaimed,
+        backlog: Backlog,
     ) -> None:
         self.schedule = schedule
         self.pauses = pauses
         self.queue = queue
         self.unclaimed = unclaimed
+        self.backlog = backlog
 
     def propose(self, now: datetime, lead: timedelta, running: Running) -> Proposal:
         """Decide the wake at `now`: pauses that ran out, queued runs there is room for,
@@ -71,6 +78,8 @@ class Proposer:
         going = dict(running)
         for job, _ in drained:
             going[job.name] = going.get(job.name, 0) + 1
+        if self.backlog:
+            drained += self._from_backlog(now, going, total + len(drained), first, missed)
         due = self.schedule.pop_due(now + lead)
         at = max([now, *(entry.next_fire.at for entry in due if entry.next_fire is not None)])
         decisions, moved = self._decide(due, at, going)
@@ -114,6 +123,29 @@ class Proposer:
         missed += more
         return drained, self._room_for(retried, total + len(drained), first)
 
+    def _from_backlog(
+        self,
+        now: datetime,
+        going: dict[str, int],
+        total: int,
+        first: list[Action],
+        missed: list[Missed],
+    ) -> list[tuple[LoadedJob, datetime]]:
+        """The waiting slots of jobs whose runs have ended (backlog.py), to start now, as
+        the daemon's limit has room (the others join its queue); those past their
+        deadline are `missed`. A job's waiting runs (in the daemon's queue, or for the
+        database) count as going."""
+        for name, count in self.queue.counts.items():
+            going[name] = going.get(name, 0) + count
+        for name in self.backlog.names():
+            if name in self.unclaimed:
+                going[name] = going.get(name, 0) + 1
+        ready, gone = self.backlog.ready(now, going, self.pauses)
+        missed += gone
+        for job, _ in ready:
+            going[job.name] = going.get(job.name, 0) + 1
+        return self._room_for(ready, total, first)
+
     def _decide(
         self, due: list[Entry], at: datetime, going: Running
     ) -> tuple[list[Decision], list[Key]]:
@@ -122,19 +154,24 @@ class Proposer:
         count as going; a paused job's slots are counted into its pause."""
         decisions: list[Decision] = []
         moved: list[Key] = []
-        paused, queued = self.pauses.held, self.queue.counts
+        paused, queued, backlog = self.pauses.held, self.queue.counts, self.backlog
         for entry in due:
             name = entry.name
             runs = going.get(name, 0)
             if queued:
                 runs += queued.get(name, 0)
+            waiting = backlog.count(name) if backlog else 0
             if paused and name in paused:
                 decision = self.pauses.decide(entry, at, runs)
             else:
-                decision = decide(entry, at, runs)
+                decision = decide(entry, at, runs, waiting=waiting)
             self.schedule.apply(entry, decision)
             decisions.append(decision)
-            if decision.start is None and entry.job.settings.catchup is Catchup.LATEST:
+            # A `catchup` job's cursor is kept where its slots have been dealt with: not
+            # past one that waits to run (a crash then catches it up after the restart).
+            catchup = entry.job.settings.catchup
+            dealt_with = not (waiting or decision.waits)
+            if decision.start is None and catchup is not Catchup.NONE and dealt_with:
                 moved.append((entry.name, entry.cursor))
         return decisions, moved
 

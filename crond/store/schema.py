@@ -99,6 +99,9 @@ CREATE TABLE IF NOT EXISTS outbox (
 -- `until` passes. `who` is JSON text {"uid", "user", "pid"}: the peer of the control
 -- socket that paused it. Also a new table without a new schema version: an older store
 -- gains it when the daemon opens it, and a reader of a store without it sees no pauses.
+-- Each job's scheduled runs so far (`max_runs`, docs/schedules.md), one row a job,
+-- counted in the commit that records the run's start. A new table, no new version.
+CREATE TABLE IF NOT EXISTS run_counts (job TEXT PRIMARY KEY, runs INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS pauses (
     job TEXT PRIMARY KEY,
     since REAL NOT NULL,
