@@ -21,6 +21,13 @@ def _kept_cursor(tmp_path: Path, job: str, at: timedelta) -> None:
     store.close()
 
 
+def _held(job: str, release: Path) -> str:
+    """A file of one job (`job`: its mapping's start) whose runs each go on until the
+    test makes `release`, and take it away as they end: one release, one run's end."""
+    command = f"while [ ! -e {release} ]; do sleep 0.01; done; rm -f {release}"
+    return f"jobs:\n  {job}, command: '{command}'}}\n"
+
+
 HOURLY = "jobs:\n  h: {every: 1h, grace: 1m, catchup: all, command: 'true'}\n"
 
 
@@ -52,10 +59,7 @@ async def test_a_restart_in_the_middle_of_a_catch_up_runs_each_slot_once(
 ) -> None:
     _kept_cursor(tmp_path, "h", -timedelta(hours=3))
     release = tmp_path / "release"
-    text = (
-        "jobs:\n  h: {every: 1h, grace: 1m, catchup: all, command: "
-        f"'while [ ! -e {release} ]; do sleep 0.01; done; rm {release}'}}\n"
-    )
+    text = _held("h: {every: 1h, grace: 1m, catchup: all", release)
     clock = FakeClock(T0 + timedelta(minutes=5))
     async with serving(tmp_path, text, clock) as (daemon, log):
         await log.until(lambda: len(log.named("job.started")) == 1)
@@ -83,10 +87,7 @@ async def test_overlap_queue_buffers_one_run_of_a_job_running_two_and_a_half_int
     tmp_path: Path,
 ) -> None:
     release = tmp_path / "release"
-    text = (
-        "jobs:\n  q: {every: 1m, grace: 2m, overlap: queue, command: "
-        f"'while [ ! -e {release} ]; do sleep 0.01; done; rm -f {release}'}}\n"
-    )
+    text = _held("q: {every: 1m, grace: 2m, overlap: queue", release)
     clock = FakeClock(T0 + timedelta(seconds=30))
     async with serving(tmp_path, text, clock) as (_, log):
         clock.advance(timedelta(seconds=30))  # 12:01

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from crond.config import loader
 from crond.when.instants import resolve
-from crond.when.timing import parse_cron
+from crond.when.timing import CronExpr, parse_cron
 from tests.when.test_timing_oracle import TRANSITIONS, Walk, expressions, utc
 
 MINUTE = timedelta(minutes=1)
@@ -35,6 +35,21 @@ def _oracle_local(walk: Walk, wall: datetime) -> datetime | None:
         if walk.walls[k - 1] < wall < walk.walls[k]:
             return walk.instants[k]
     return None
+
+
+def _window(
+    texts: list[str], case: tuple[str, str, str], before: timedelta, after: timedelta
+) -> tuple[list[CronExpr], ZoneInfo, datetime, datetime, datetime, Walk] | None:
+    """The parsed expressions (None if one does not parse), the case's zone and jump,
+    and the oracle's walk over [jump - before, jump + after)."""
+    try:
+        exprs = [parse_cron(t) for t in texts]
+    except ValueError:
+        return None
+    zone = ZoneInfo(case[1])
+    jump = utc(case[2])
+    lo, hi = jump - before, jump + after
+    return exprs, zone, jump, lo, hi, Walk(zone, lo, hi)
 
 
 def _yaml_list(items: list[str]) -> str:
@@ -58,14 +73,10 @@ def test_union_at_and_bounds_match_the_oracle(
     local_at: list[int],
     bounds: tuple[int | None, int | None],
 ) -> None:
-    try:
-        exprs = [parse_cron(t) for t in texts]
-    except ValueError:
+    window = _window(texts, case, timedelta(hours=4), timedelta(hours=10))
+    if window is None:
         return
-    zone = ZoneInfo(case[1])
-    jump = utc(case[2])
-    lo, hi = jump - timedelta(hours=4), jump + timedelta(hours=10)
-    walk = Walk(zone, lo, hi)
+    exprs, zone, jump, lo, hi, walk = window
     expected: set[datetime] = set()
     for expr in exprs:
         expected |= {f.at for f in walk.fires(expr)}
@@ -111,14 +122,10 @@ def test_a_list_keeps_each_expressions_dst_notes(
 ) -> None:
     """Each fire of the union carries the note its first expression gives it alone (a
     shared instant is one fire)."""
-    try:
-        exprs = [parse_cron(t) for t in texts]
-    except ValueError:
+    window = _window(texts, case, timedelta(hours=3), timedelta(hours=6))
+    if window is None:
         return
-    zone = ZoneInfo(case[1])
-    jump = utc(case[2])
-    lo, hi = jump - timedelta(hours=3), jump + timedelta(hours=6)
-    walk = Walk(zone, lo, hi)
+    exprs, _, _, lo, hi, walk = window
     expected: dict[datetime, str | None] = {}
     for expr in exprs:
         for fire in walk.fires(expr):
