@@ -89,6 +89,8 @@ def parts_timing(job: LoadedJob, inner: Timing | None) -> Timing:
 def schedule_extras(job: LoadedJob) -> list[str]:
     """The words for `at`, `start`, `end` and `max_runs` in a schedule's text."""
     settings = job.settings
+    if settings.at is None and settings.start is None and settings.end is None:
+        return [] if settings.max_runs is None else [f"at most {settings.max_runs} runs"]
     zone = get_zone(settings.timezone or "UTC")
     said = []
     if settings.at is not None:
