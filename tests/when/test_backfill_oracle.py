@@ -5,16 +5,16 @@ test_timing_oracle: every fire in [from, to), oldest first, with its DST note; a
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from click.testing import CliRunner, Result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from crond.cli import main
 from crond.when.backfill import MAX_SLOTS, backfill_slots
 from crond.when.timing import CronTiming, IntervalTiming, parse_cron
 from tests.when.test_timing_oracle import TRANSITIONS, Walk, expressions, utc
@@ -56,10 +56,8 @@ def test_a_range_too_wide_or_backwards_is_refused() -> None:
         backfill_slots(every_second, start, start)
 
 
-def _crond(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "crond", *args], capture_output=True, text=True, check=False
-    )
+def _crond(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args))
 
 
 def test_dry_run_lists_the_slots_with_dst_notes(tmp_path: Path) -> None:
@@ -67,7 +65,7 @@ def test_dry_run_lists_the_slots_with_dst_notes(tmp_path: Path) -> None:
     f.write_text("jobs:\n  nightly: {cron: '30 2 * * *', timezone: America/New_York, command: x}\n")
     common = [str(f), "nightly", "--from", "2026-03-07T00:00:00Z", "--to", "2026-03-09T12:00:00Z"]
     got = _crond("backfill", *common, "--dry-run", "--json")
-    assert got.returncode == 0, got.stderr
+    assert got.exit_code == 0, got.output
     rows = [json.loads(line) for line in got.stdout.splitlines()]
     assert [(r["at"], r["note"]) for r in rows] == [
         ("2026-03-07T07:30:00Z", None),
@@ -77,5 +75,5 @@ def test_dry_run_lists_the_slots_with_dst_notes(tmp_path: Path) -> None:
     table = _crond("backfill", *common, "--dry-run")
     assert "3 slots of nightly in [2026-03-07T00:00:00Z, 2026-03-09T12:00:00Z)" in table.stdout
     refused = _crond("backfill", *common)
-    assert refused.returncode == 2
-    assert "only --dry-run is available" in refused.stderr
+    assert refused.exit_code == 2
+    assert "only --dry-run is available" in refused.output
