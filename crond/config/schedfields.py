@@ -128,9 +128,12 @@ def _instant(value: object) -> datetime:
     raise PydanticCustomError("crond", f"{show(value)} is not an instant (try {_INSTANT_EXAMPLE})")
 
 
-Instant = Annotated[
-    datetime, BeforeValidator(_instant), WithJsonSchema({"type": "string", "format": "date-time"})
-]
+# Not `format: date-time`: that is RFC 3339, which needs an offset; a local time is valid here.
+_INSTANT_SCHEMA = {
+    "type": "string",
+    "description": "ISO-8601 instant; without an offset, a local time in the job's zone",
+}
+Instant = Annotated[datetime, BeforeValidator(_instant), WithJsonSchema(_INSTANT_SCHEMA)]
 
 
 def _at(value: object) -> object:
@@ -149,12 +152,7 @@ At = Annotated[
     list[datetime],
     BeforeValidator(_at),
     WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "string", "format": "date-time"},
-                {"type": "array", "items": {"type": "string", "format": "date-time"}},
-            ]
-        }
+        {"anyOf": [_INSTANT_SCHEMA, {"type": "array", "items": _INSTANT_SCHEMA, "minItems": 1}]}
     ),
 ]
 
