@@ -71,9 +71,9 @@ class _Group(click.Group):
 def _add_more(group: click.Group) -> None:
     """The commands kept in their own modules (`notify`; `history`, `output`,
     `replicas`), added as the control ones are."""
-    from crond import cli_notify, cli_state  # noqa: PLC0415  (see _Group)
+    from crond import cli_backfill, cli_notify, cli_state  # noqa: PLC0415  (see _Group)
 
-    for command in (*cli_notify.COMMANDS, *cli_state.COMMANDS):
+    for command in (*cli_notify.COMMANDS, *cli_state.COMMANDS, *cli_backfill.COMMANDS):
         group.add_command(command)
 
 
@@ -88,7 +88,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(file: str, as_json: bool) -> None:
     """Check FILE and print every problem, or `FILE: N jobs OK` (`-`: standard input)."""
-    from crond.config import loaded  # noqa: PLC0415  (see the imports above)
+    from crond.config import loaded, schedparts  # noqa: PLC0415  (see the imports above)
 
     path, stdin = _stdin_or_path(file)
     cfg = load_or_exit(path, as_json=as_json, check_owner=True, stdin=stdin)
@@ -97,6 +97,7 @@ def validate(file: str, as_json: bool) -> None:
         *loaded.dst_warnings(cfg, SystemClock().now()),
         *loaded.reboot_warnings(cfg),
         *loaded.or_warnings(cfg),
+        *schedparts.at_warnings(cfg, SystemClock().now(), cfg.at_marks),
     ]
     if as_json:
         click.echo(

@@ -18,7 +18,18 @@ from crond.schedule.rules import Decision
 
 def log_decision(log: FilteringBoundLogger, job: LoadedJob, decision: Decision) -> None:
     """The events of a slot's decision: caught up, missed, skipped."""
-    if decision.caught_up is not None and decision.start is not None:
+    if decision.caught_up is not None and decision.wait_reason == "grace":
+        # `catchup: all`: how many missed slots run, oldest first, one at a time
+        slots = [*([decision.start] if decision.start else []), *decision.waits]
+        log.warning(
+            "job.caught_up",
+            job=job.name,
+            slot=iso_utc(slots[0]),
+            skipped=0,
+            slots=decision.caught_up,
+            last_slot=iso_utc(slots[-1]),
+        )
+    elif decision.caught_up is not None and decision.start is not None:
         log.warning(
             "job.caught_up", job=job.name, slot=iso_utc(decision.start), skipped=decision.caught_up
         )

@@ -40,6 +40,7 @@ from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Gate, Loop
 from crond.daemon.pausing import Pausing
 from crond.daemon.recorder import StoreRecorder
+from crond.daemon.runs import Starts
 from crond.daemon.serving import Serving
 from crond.daemon.signals import Signals
 from crond.daemon.spawning import Spawner
@@ -151,9 +152,9 @@ class Service:
         return self.spawner.launch(job, slot, gate)
 
     async def claim(
-        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
+        self, starts: Starts, told: Sequence[Key], at: datetime, *, counted: bool = False
     ) -> Claims:
-        return await self.spawner.claim(starts, told, at)
+        return await self.spawner.claim(starts, told, at, counted=counted)
 
     def beat(self, now: datetime) -> None:
         self.heartbeat.beat(now)
@@ -228,7 +229,7 @@ class Service:
                 if not await self.heartbeat.open_store():  # a live one has this one's name
                     return 1
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
-                    self.loop.load(self.cfg.jobs, resume=self.recorder.cursors())
+                    self.loop.load(self.cfg.jobs, self.recorder.cursors(), self.recorder.counts())
                 self.pausing.restore()  # the pauses kept in the store, before the first wake
                 self.chaining.restore()  # chained runs recorded and never started
                 self.view.start_reboot_jobs(self.cfg.jobs.values())

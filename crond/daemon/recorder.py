@@ -18,7 +18,7 @@ takes (crond/store/base.py). docs/state.md has the table of failures and what th
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -98,7 +98,7 @@ class StoreRecorder(OffLoop):
             job.name for job in jobs if job.settings.replicas is Replicas.ALL
         )
         self.one_at_a_time = frozenset(
-            job.name for job in jobs if job.settings.overlap is Overlap.SKIP
+            job.name for job in jobs if job.settings.overlap in {Overlap.SKIP, Overlap.QUEUE}
         )
         self.replacing = frozenset(
             job.name for job in jobs if job.settings.overlap is Overlap.REPLACE
@@ -113,6 +113,7 @@ class StoreRecorder(OffLoop):
         *,
         started: datetime | None = None,
         chained: Sequence[tuple[str, str]] = (),
+        limits: Mapping[str, int] | None = None,
     ) -> Claims:
         """Record the first attempts of a wake's runs in one commit, before any of them is
         spawned, as started at `started` (default: now); each run's `started` then finds
@@ -124,7 +125,9 @@ class StoreRecorder(OffLoop):
         at = started or self.clock.now()
         if self.replica is None:
             if starts:
-                ids = self.write(lambda store: store.start_many(starts, at, **_kw(chained)))
+                ids = self.write(
+                    lambda store: store.start_many(starts, at, limits, **_kw(chained))
+                )
                 for start, row_id in zip(starts, [] if ids is FAILED else ids, strict=False):
                     self._prepared[start.run_id] = row_id
             return Claims()
@@ -136,7 +139,7 @@ class StoreRecorder(OffLoop):
 
         claimed = await self.proof.claim(self.ask, lambda store: store.claim(
             starts, mine, at, copies=copies, exclusive=self.one_at_a_time,
-            replacing=self.replacing,
+            replacing=self.replacing, limits=limits,
         ), force=bool(starts))  # fmt: skip
         if claimed is FAILED:
             self.in_doubt.failed(starts)  # each may have committed all the same
@@ -148,7 +151,7 @@ class StoreRecorder(OffLoop):
             if isinstance(claim, int):
                 self._prepared[start.run_id] = claim
             else:
-                refused[(start.job, start.slot)] = "taken" if claim is None else "busy"
+                refused[(start.job, start.slot)] = "taken" if claim is None else claim  # busy, done
         quiet = {key for key, ours in zip(mine, claimed.told, strict=True) if not ours}
         return Claims(refused, quiet)
 
@@ -224,6 +227,11 @@ class StoreRecorder(OffLoop):
         """The cursors the previous daemon left, or none."""
         cursors = self.write(lambda store: store.cursors())
         return {} if cursors is FAILED else cursors
+
+    def counts(self) -> dict[str, int]:
+        """The scheduled runs each job has had (`max_runs`), or none."""
+        counts = self.write(lambda store: store.run_counts())
+        return {} if counts is FAILED else counts
 
     def ran_in_boot(self, job: str, boot: str | None) -> bool:
         """Whether `job` (`@reboot`) started in this host boot. Without a store, or a boot

@@ -91,7 +91,12 @@ class Spawner:
         )
 
     async def claim(
-        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
+        self,
+        starts: Sequence[tuple[LoadedJob, datetime]],
+        told: Sequence[Key],
+        at: datetime,
+        *,
+        counted: bool = False,
     ) -> Claims:
         """The runs one wake is about to start at `at` (the wake may come just before):
         their `started` rows in one commit, before the first spawn (one per run would
@@ -112,7 +117,14 @@ class Spawner:
             for name, slot in self._run_ids
             if (parent := self.parents.get((name, slot))) is not None
         ]
-        return await self.recorder.prepare(records, told, started=at, chained=chained)
+        limits = {
+            job.name: job.settings.max_runs
+            for job, _ in starts
+            if counted and job.settings.max_runs is not None
+        }
+        return await self.recorder.prepare(
+            records, told, started=at, chained=chained, limits=limits
+        )
 
     def reload(self, cfg: LoadedConfig) -> None:
         """A reload: the specs of the jobs no longer in the file are forgotten, and all of

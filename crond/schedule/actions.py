@@ -23,7 +23,8 @@ Key = tuple[str, datetime]
 # Why a start was not claimed (per (job, slot)): another replica holds the claim (it runs
 # the slot); a run of the job goes on another replica and the job runs one at a time
 # (`overlap: skip`); or the database did not answer (tried again: crond/schedule/unclaimed.py).
-Refusal = Literal["taken", "busy", "database"]
+# "done": the job has had its `max_runs` scheduled runs (counted in the store).
+Refusal = Literal["taken", "busy", "database", "done"]
 Refused = Mapping[Key, Refusal]
 
 

@@ -35,6 +35,7 @@ from crond.schedule.actions import (
     Start,
     Tell,
 )
+from crond.schedule.backlog import Backlog
 from crond.schedule.chains import Chains
 from crond.schedule.heap import ConfigDiff, Schedule
 from crond.schedule.locks import Locks
@@ -53,6 +54,7 @@ class Core:
         self.pauses = Pauses(self.schedule)
         self.queue = RunQueue(self.schedule)
         self.unclaimed = Unclaimed(self.schedule)
+        self.backlog = Backlog(self.schedule)  # runs waiting for their own job
         self.locks = Locks(self.schedule)
         self.chains = Chains()
         self._proposer = Proposer(
@@ -60,6 +62,7 @@ class Core:
             self.pauses,
             self.queue,
             self.unclaimed,
+            self.backlog,
             locks=self.locks,
             chains=self.chains,
         )
@@ -67,11 +70,19 @@ class Core:
     # --- what the shell is told to change ---------------------------------------------
 
     def load(
-        self, jobs: Mapping[str, LoadedJob], now: datetime, resume: Mapping[str, datetime] | None
+        self,
+        jobs: Mapping[str, LoadedJob],
+        now: datetime,
+        resume: Mapping[str, datetime] | None,
+        runs: Mapping[str, int] | None = None,
     ) -> ConfigDiff:
-        """Swap in a new set of jobs (`Schedule.load`), and their chains."""
+        """Swap in a new set of jobs (`Schedule.load`) and their chains; `runs`: the
+        scheduled runs each job has had (`max_runs`), as the store counted them."""
         self.chains.load(jobs)
-        return self.schedule.load(jobs, now, resume)
+        diff = self.schedule.load(jobs, now, resume, runs)
+        for name in (*diff.removed, *diff.changed):
+            self.backlog.drop(name)
+        return diff
 
     def wake_at(self, lead: timedelta) -> datetime | None:
         """When the next wake is due by itself: `lead` before the earliest fire (its runs
@@ -85,6 +96,7 @@ class Core:
                 self.pauses.ends,
                 self.queue.wake_at(),
                 self.unclaimed.wake_at(),
+                self.backlog.wake_at(),
                 self.locks.wake_at(),
                 self.chains.wake_at(),
             )
@@ -106,9 +118,9 @@ class Core:
         # A start waiting in the queue or for the database is going too: its retry
         # would otherwise start beside the trigger's run.
         going = runs + self.queue.counts.get(name, 0) + (name in self.unclaimed)
-        going += self.locks.counts.get(name, 0)
-        if going and settings.overlap is Overlap.SKIP:
-            return f"{name} has a run going and overlap: skip"
+        going += self.locks.counts.get(name, 0) + self.backlog.count(name)
+        if going and settings.overlap in {Overlap.SKIP, Overlap.QUEUE}:
+            return f"{name} has a run going and overlap: {settings.overlap.value}"
         limit = settings.max_running
         if limit is not None and going >= limit:
             return f"{name}'s max_running ({limit}) is reached: {going} going"
@@ -136,6 +148,9 @@ class Core:
         self.locks.release(job.name, slot)
         if reason == "database":
             return [_checked(*missed) for missed in self.unclaimed.put(job, slot, now)]
+        if reason == "done":  # another replica ran the job's last counted run
+            self.schedule.done(job.name)
+            return []
         if reason == "busy":
             skip = self.schedule.about(job.name, slot, skip=slot, skip_reason="overlap")
             return [Tell(job, skip)]
@@ -207,6 +222,8 @@ class Core:
             )
             slot = reason = None
         actions: list[Action] = [Tell(job, decision, gated=True)] if _tells(decision) else []
+        if decision.waits:
+            actions += self.backlog.wait(job, decision, running)
         if slot is None:
             return actions
         if decision.replace:
@@ -221,6 +238,7 @@ class Core:
         elif reason is not None:
             actions += self.refused(job, slot, reason, proposal.now)
         else:
+            self.schedule.counted(job.name)
             actions.append(Start(job, slot, gated=True))
         return actions
 
@@ -230,7 +248,10 @@ class Core:
         self, job: LoadedJob, slot: datetime, claims: Claims, now: datetime
     ) -> list[Action]:
         reason = claims.refused.get((job.name, slot))
-        return [Start(job, slot)] if reason is None else self.refused(job, slot, reason, now)
+        if reason is not None:
+            return self.refused(job, slot, reason, now)
+        self.schedule.counted(job.name)
+        return [Start(job, slot)]
 
     def _dropped(self, name: str) -> list[Action]:
         """`name`'s queued runs, replaced by a newer one: missed."""
@@ -254,4 +275,5 @@ TRIGGER_REFUSED: dict[Refusal, str] = {
     "taken": "another replica claimed the same instant for {name}; try again",
     "busy": "{name} has a run going on another replica and overlap: skip",
     "database": "the database is unavailable, and no run starts without a claim",
+    "done": "{name} has had its max_runs scheduled runs",
 }

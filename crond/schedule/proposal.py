@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from crond.config.loaded import LoadedJob
 from crond.config.model import Catchup, OnLock
 from crond.schedule.actions import Action, Key, Queued, Resumed, Tell
+from crond.schedule.backlog import Backlog
 from crond.schedule.chains import Chains
 from crond.schedule.heap import Schedule
 from crond.schedule.locks import Locks
@@ -61,6 +62,7 @@ class Proposer:
         pauses: Pauses,
         queue: RunQueue,
         unclaimed: Unclaimed,
+        backlog: Backlog,
         *,
         locks: Locks,
         chains: Chains,
@@ -69,6 +71,7 @@ class Proposer:
         self.pauses = pauses
         self.queue = queue
         self.unclaimed = unclaimed
+        self.backlog = backlog
         self.locks = locks
         self.chains = chains
 
@@ -97,6 +100,8 @@ class Proposer:
                 self.schedule, now, going, self._waiting, self.pauses
             )
             first += told
+        if self.backlog:
+            drained += self._from_backlog(now, going, total + len(drained), first, missed)
         due = self.schedule.pop_due(now + lead)
         at = max([now, *(entry.next_fire.at for entry in due if entry.next_fire is not None)])
         decisions, moved = self._decide(due, at, going)
@@ -195,6 +200,29 @@ class Proposer:
         missed += more
         return drained, self._room_for(retried, total + len(drained), first)
 
+    def _from_backlog(
+        self,
+        now: datetime,
+        going: dict[str, int],
+        total: int,
+        first: list[Action],
+        missed: list[Missed],
+    ) -> list[tuple[LoadedJob, datetime]]:
+        """The waiting slots of jobs whose runs have ended (backlog.py), to start now, as
+        the daemon's limit has room (the others join its queue); those past their
+        deadline are `missed`. A job's waiting runs (in the daemon's queue, or for the
+        database) count as going."""
+        for name, count in self.queue.counts.items():
+            going[name] = going.get(name, 0) + count
+        for name in self.backlog.names():
+            if name in self.unclaimed:
+                going[name] = going.get(name, 0) + 1
+        ready, gone = self.backlog.ready(now, going, self.pauses)
+        missed += gone
+        for job, _ in ready:
+            going[job.name] = going.get(job.name, 0) + 1
+        return self._room_for(ready, total, first)
+
     def _decide(
         self, due: list[Entry], at: datetime, going: Running
     ) -> tuple[list[Decision], list[Key]]:
@@ -203,21 +231,27 @@ class Proposer:
         count as going; a paused job's slots are counted into its pause."""
         decisions: list[Decision] = []
         moved: list[Key] = []
-        paused, queued, waiting = self.pauses.held, self.queue.counts, self.locks.counts
+        paused, queued, backlog = self.pauses.held, self.queue.counts, self.backlog
+        for_locks = self.locks.counts
         for entry in due:
             name = entry.name
             runs = going.get(name, 0)
             if queued:
                 runs += queued.get(name, 0)
-            if waiting:
-                runs += waiting.get(name, 0)
+            if for_locks:
+                runs += for_locks.get(name, 0)
+            waiting = backlog.count(name) if backlog else 0
             if paused and name in paused:
                 decision = self.pauses.decide(entry, at, runs)
             else:
-                decision = decide(entry, at, runs)
+                decision = decide(entry, at, runs, waiting=waiting)
             self.schedule.apply(entry, decision)
             decisions.append(decision)
-            if decision.start is None and entry.job.settings.catchup is Catchup.LATEST:
+            # A `catchup` job's cursor is kept where its slots have been dealt with: not
+            # past one that waits to run (a crash then catches it up after the restart).
+            catchup = entry.job.settings.catchup
+            dealt_with = not (waiting or decision.waits)
+            if decision.start is None and catchup is not Catchup.NONE and dealt_with:
                 moved.append((entry.name, entry.cursor))
         return decisions, moved
 

@@ -94,11 +94,6 @@ CREATE TABLE IF NOT EXISTS outbox (
     body TEXT NOT NULL,
     created REAL NOT NULL
 );
--- Jobs paused by an operator (`crond pause`), one row a job, so a pause outlives a
--- reload, a restart and a crash; the daemon deletes a row when the job is resumed or its
--- `until` passes. `who` is JSON text {"uid", "user", "pid"}: the peer of the control
--- socket that paused it. Also a new table without a new schema version: an older store
--- gains it when the daemon opens it, and a reader of a store without it sees no pauses.
 -- Chained runs (docs/workflows.md) not yet started: written in the commit that ends the
 -- parent's run, taken away in the commit that records the child's start (or when the
 -- child is skipped), so a crash in between starts the child after the restart, once. A
@@ -112,6 +107,14 @@ CREATE TABLE IF NOT EXISTS chained (
     slot REAL NOT NULL,
     PRIMARY KEY (job, parent_run_id)
 );
+-- Each job's scheduled runs so far (`max_runs`, docs/schedules.md), one row a job,
+-- counted in the commit that records the run's start. A new table, no new version.
+CREATE TABLE IF NOT EXISTS run_counts (job TEXT PRIMARY KEY, runs INTEGER NOT NULL);
+-- Jobs paused by an operator (`crond pause`), one row a job, so a pause outlives a
+-- reload, a restart and a crash; the daemon deletes a row when the job is resumed or its
+-- `until` passes. `who` is JSON text {"uid", "user", "pid"}: the peer of the control
+-- socket that paused it. Also a new table without a new schema version: an older store
+-- gains it when the daemon opens it, and a reader of a store without it sees no pauses.
 CREATE TABLE IF NOT EXISTS pauses (
     job TEXT PRIMARY KEY,
     since REAL NOT NULL,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -72,6 +72,7 @@ class Runs(Writes):
         self,
         starts: Sequence[tuple[str, str, datetime]],
         started: datetime,
+        limits: Mapping[str, int] | None = None,
         *,
         chained: Sequence[tuple[str, str]] = (),
     ) -> list[int]:
@@ -81,6 +82,9 @@ class Runs(Writes):
             move_cursors(db, [(job, slot) for job, _, slot in starts])
             if chained:
                 db.executemany("DELETE FROM chained WHERE job = ? AND parent_run_id = ?", chained)
+            if limits:
+                counted = [(job,) for job, _, _ in starts if job in limits]
+                db.executemany(_COUNT, counted)
             return [
                 _record_start(db, job, run_id, slot, 1, started) for job, run_id, slot in starts
             ]
@@ -94,13 +98,14 @@ class Runs(Writes):
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),  # noqa: ARG002  (the Protocol's: nothing is busy)
         replacing: Collection[str] = (),  # noqa: ARG002  (its daemon's runs are all its own)
+        limits: Mapping[str, int] | None = None,
     ) -> Claimed:
         """`start_many`: one daemon a store (it is locked), so no claim is ever lost (and
         its daemon's planner knows its runs: none is BUSY here); every slot is its own to
         tell of."""
         if copies is not None and len(copies) != len(starts):
             raise ValueError("claim: one copy a start")
-        ids: list[Claim] = list(self.start_many(starts, started)) if starts else []
+        ids: list[Claim] = list(self.start_many(starts, started, limits)) if starts else []
         return Claimed(ids, [True] * len(told))
 
     def claim_many(
@@ -210,6 +215,10 @@ class Runs(Writes):
                 [(iso_utc(now), r[0]) for r in rows],
             )
         return decoded(self.path, lambda: [attempt_of(r) for r in rows])
+
+
+# One more scheduled run of a job with `max_runs` (docs/schedules.md).
+_COUNT = "INSERT INTO run_counts VALUES (?, 1) ON CONFLICT(job) DO UPDATE SET runs = runs + 1"
 
 
 def move_cursors(db: sqlite3.Connection, cursors: Sequence[tuple[str, datetime]]) -> None:

@@ -51,7 +51,7 @@ def test_every_after_mistake_at_once_located() -> None:
         "s.yaml:9:10: jobs.each.after: a chained run is one run for each end of its parent's "
         "run, claimed once by one replica: it cannot run on every replica (remove replicas: "
         "all)",
-        "s.yaml:10:3: jobs.none: a schedule is missing: give cron or every (or after, to chain it)",
+        "s.yaml:10:3: jobs.none: a schedule is missing: give cron, every or at (or after, to chain it)",
     ]
 
 
