@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import itertools
 import json
 import os
 import sys
@@ -70,10 +71,11 @@ class _Group(click.Group):
 
 def _add_more(group: click.Group) -> None:
     """The commands kept in their own modules (`notify`; `history`, `output`,
-    `replicas`; `web`), added as the control ones are."""
-    from crond import cli_notify, cli_state, cli_web  # noqa: PLC0415  (see _Group)
+    `replicas`; `backfill`; `web`), added as the control ones are."""
+    from crond import cli_backfill, cli_notify, cli_state, cli_web  # noqa: PLC0415  (see _Group)
 
-    for command in (*cli_notify.COMMANDS, *cli_state.COMMANDS, *cli_web.COMMANDS):
+    more = (cli_notify.COMMANDS, cli_state.COMMANDS, cli_backfill.COMMANDS, cli_web.COMMANDS)
+    for command in itertools.chain(*more):
         group.add_command(command)
 
 
@@ -88,7 +90,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(file: str, as_json: bool) -> None:
     """Check FILE and print every problem, or `FILE: N jobs OK` (`-`: standard input)."""
-    from crond.config import loaded  # noqa: PLC0415  (see the imports above)
+    from crond.config import loaded, schedparts  # noqa: PLC0415  (see the imports above)
 
     path, stdin = _stdin_or_path(file)
     cfg = load_or_exit(path, as_json=as_json, check_owner=True, stdin=stdin)
@@ -97,6 +99,7 @@ def validate(file: str, as_json: bool) -> None:
         *loaded.dst_warnings(cfg, SystemClock().now()),
         *loaded.reboot_warnings(cfg),
         *loaded.or_warnings(cfg),
+        *schedparts.at_warnings(cfg, SystemClock().now(), cfg.at_marks),
     ]
     if as_json:
         click.echo(
@@ -198,6 +201,11 @@ def next_(
             return
         limits = {name: cfg.jobs[name].settings.max_running for name in selected}
         notes = [*preview.hash_notes(hashed), *preview.limit_notes(limits, cfg.daemon.max_running)]
+        chosen = [job for name, job in cfg.jobs.items() if not jobs or name in jobs]
+        chained = {job.name: job.after_text for job in chosen if job.settings.after}
+        held = {job.name: job.settings.locks for job in chosen if job.settings.locks}
+        skipping = {job.name for job in chosen if job.settings.on_lock.value == "skip"}
+        notes += preview.wait_notes(chained, held, cfg.config.locks, skipping)
         if show_all:
             notes.append("removed by calendars:" if removed else "removed by calendars: none")
             notes += removed

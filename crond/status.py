@@ -187,7 +187,8 @@ def for_file(
     summaries = reader.summaries() if reader is not None else {}
     pauses = reader.pauses() if reader is not None else _NO_PAUSES
     cluster = _cluster_of(reader, replica_timeout) if reader is not None else None
-    rows = [status_row(view, summaries.get(view.job)) for view in _view_rows(jobs, now)]
+    runs = reader.run_counts() if reader is not None else {}
+    rows = [status_row(view, summaries.get(view.job)) for view in _view_rows(jobs, now, runs)]
     every = [name for name, job in jobs.items() if job.settings.replicas == "all"]
     if cluster is not None and every and isinstance(reader, ClusterReader):
         rows, cluster = _per_replica(rows, reader.per_replica(every), cluster)
@@ -232,10 +233,18 @@ def _on_replica(row: StatusRow, got: PerReplica | None) -> StatusRow:
     )
 
 
-def _view_rows(jobs: Mapping[str, LoadedJob], now: datetime) -> Iterable[ViewRow]:
+def _view_rows(
+    jobs: Mapping[str, LoadedJob], now: datetime, runs: Mapping[str, int]
+) -> Iterable[ViewRow]:
+    from crond.config import schedparts  # noqa: PLC0415  (the file is loaded: it is cheap now)
+
     for name, job in jobs.items():
-        fire = job.make_timing().next_after(now) if job.settings.enabled else None
-        yield view_row(name, job.settings.enabled, job.schedule_text, fire)
+        count = runs.get(name, 0)
+        fire = None
+        if job.settings.enabled and schedparts.runs_left(job, count):
+            fire = job.make_timing().next_after(now)
+        done = None if fire is not None else schedparts.done_text(job, now, count)
+        yield view_row(name, job.settings.enabled, job.schedule_text, fire, done)
 
 
 def _render(

@@ -83,7 +83,7 @@ def format_status(
         if not row.enabled:
             nxt = "disabled"
         elif row.next_text is None:
-            nxt = "at next boot" if row.schedule == "@reboot" else "never"
+            nxt = "at next boot" if row.schedule == "@reboot" else row.next_note or "never"
         else:
             nxt = _when(row.next_text)
             if row.next_note:
@@ -338,14 +338,17 @@ def _status_line(
             f'"finished":{esc(ok_finished)},'
             f'"duration_s":{null if ok_duration_s is None else repr(ok_duration_s)}}}'
         )
+    done = ""
     if next_text is not None:
         local = null if next_local is None else esc(next_local)
         note = null if next_note is None else esc(next_note)
         fire = f'{{"at":{esc(next_text)},"local":{local},"note":{note}}}'
+    elif next_note is not None:
+        done = f'"done":{esc(next_note)},'  # why a job that fires no more is done
     running = "true" if alive and run_id is not None and finished is None else "false"
     return (
         f'{{"job":{esc(job)},"enabled":{"true" if enabled else "false"},'
         f'"schedule":{esc(schedule)},"last_run":{last},"last_success":{success},'
-        f'"next_fire":{fire},"running":{running},'
+        f'"next_fire":{fire},{done}"running":{running},'
         f"{_NOT_PAUSED if pause is None else _pause_fields(pause, now)}}}"
     )

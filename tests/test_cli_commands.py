@@ -50,8 +50,8 @@ def test_help_lists_every_command_by_name() -> None:
     names = [line.split()[0] for line in lines if line.strip()]
     assert names == sorted(names)
     assert set(names) == CONTROL | {
-        "health", "history", "next", "notify", "output", "replicas", "run", "run-job", "schema",
-        "status", "validate", "web",
+        "backfill", "health", "history", "next", "notify", "output", "replicas", "run", "run-job",
+        "schema", "status", "validate", "web",
     }  # fmt: skip
 
 

@@ -50,19 +50,25 @@ def merge_all(defaults: dict[str, Any], jobs: dict[Any, Any], zone: Any) -> dict
             merged = {}
             for key, value in defaults.items():
                 needed = _ONLY_FOR.get(key)
-                if needed is None or needed in job:
+                if needed is None or needed in job or (key == "timezone" and _local_times(job)):
                     merged[key] = value
             merged.update(job)
         for key, default in by_key:
             own = job.get(key)
             if isinstance(own, dict):
                 merged[key] = {**default, **own}
-        if "cron" in job and "timezone" not in merged:
+        if "timezone" not in merged and ("cron" in job or _local_times(job)):
             merged["timezone"] = zone
         if limit_default and "max_running" not in job and merged.get("overlap") != "allow":
             del merged["max_running"]  # the default's limit is for `overlap: allow` jobs
         merged_jobs[name] = merged
     return merged_jobs
+
+
+def _local_times(job: dict[Any, Any]) -> bool:
+    """Whether a job without `cron` gives instants that may be local times (`at`, `start`,
+    `end`: docs/schedules.md), read in the file's zone unless it has its own."""
+    return any(job.get(key) is not None for key in ("at", "start", "end"))
 
 
 def good_defaults(defaults: object, checks: dict[str, Any]) -> dict[str, Any]:

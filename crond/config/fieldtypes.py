@@ -8,9 +8,17 @@ from __future__ import annotations
 
 import functools
 from datetime import timedelta
+from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationInfo, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+)
 from pydantic_core import PydanticCustomError
 
 from crond.config.durations import DurationError, parse_duration
@@ -150,3 +158,42 @@ def environ_of(info: ValidationInfo) -> dict[str, str]:
     context = info.context
     found = context.get(ENVIRON) if context else None
     return found if found is not None else {}
+
+
+class OnLock(StrEnum):
+    """What a due run does when a lock it needs has no room (docs/workflows.md)."""
+
+    WAIT = "wait"  # wait, in slot order, until its grace runs out
+    SKIP = "skip"  # skipped at once (`job.skipped`, reason `lock`)
+
+
+# A lock's name (checked against the file's `locks:` by crond/config/waits.py) and its
+# capacity: how many runs may hold it at once.
+LockName = Annotated[str, Field(min_length=1, max_length=64)]
+# A job named by another (`after`): checked against the file's jobs by config/waits.py.
+JobRef = Annotated[str, Field(min_length=1, max_length=64)]
+LockCapacity = Annotated[int, Field(ge=1, le=MAX_RUNNING, strict=True)]
+
+
+class ChainOn(StrEnum):
+    """Which ends of a parent's run start a run of its child (`after`, docs/workflows.md)."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"  # failed, timeout or killed: every end but success
+    FINISHED = "finished"  # every end
+
+
+def check_shape(locks: object, overlap: str, after: object, replicas: str) -> None:
+    """What a job's `locks` and `after` may not stand beside (model.Job's check)."""
+    if locks and overlap == "replace":
+        field_error(
+            "locks",
+            "locks and overlap: replace do not go together (a replacement would take "
+            "the place of a run that holds its locks): use overlap: skip or allow",
+        )
+    if after is not None and replicas == "all":
+        field_error(
+            "after",
+            "a chained run is one run for each end of its parent's run, claimed once by "
+            "one replica: it cannot run on every replica (remove replicas: all)",
+        )

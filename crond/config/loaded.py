@@ -18,8 +18,11 @@ from crond.config.model import Config, Daemon, Job, Notifier
 from crond.config.notifiers import shown
 from crond.config.places import Mark
 from crond.config.problems import Problem
+from crond.config.schedfields import cron_texts
+from crond.config.schedparts import parts_timing, schedule_extras
 from crond.config.secrets import expand, references
 from crond.when import cronforms, timing
+from crond.when.combined import UnionTiming
 from crond.when.cronexpr import CronExpr
 from crond.when.dayfilter import CalendarTiming, DayRules
 from crond.when.timeline import steady_offset
@@ -41,6 +44,14 @@ class LoadedJob:
     # digest of the calendars they use: a reload re-times the job when they change.
     day_rules: DayRules | None = field(default=None, compare=False, repr=False)
     calendars_key: str = ""
+    # A `cron` list's expressions after the first (`cron_expr`), parsed: the fires are
+    # the union of all (docs/schedules.md).
+    more_exprs: tuple[CronExpr, ...] = field(default=(), compare=False)
+
+    @property
+    def cron_exprs(self) -> tuple[CronExpr, ...]:
+        """Every expression of `cron`, in the file's order."""
+        return () if self.cron_expr is None else (self.cron_expr, *self.more_exprs)
 
     @property
     def zone(self) -> ZoneInfo:
@@ -55,17 +66,25 @@ class LoadedJob:
         """The job's schedule as a Timing (when/timing.py), its jitter included."""
         settings = self.settings
         offset = timing.jitter_offset(self.name, settings.jitter)
-        inner: timing.Timing
+        inner: timing.Timing | None = None
         if self.cron_expr is not None:
             if self.cron_expr.reboot:
                 return timing.RebootTiming()
-            inner = timing.CronTiming(self.cron_expr, self.zone, offset)
-        else:
-            assert settings.every is not None  # a job has cron or every (model.Job._shape)
-            inner = timing.IntervalTiming(settings.every, settings.anchor, offset)
-        if self.day_rules is None:
+            if self.more_exprs:
+                zone = self.zone
+                inner = UnionTiming([timing.CronTiming(e, zone, offset) for e in self.cron_exprs])
+            else:
+                inner = timing.CronTiming(self.cron_expr, self.zone, offset)
+        elif settings.every is not None:
+            inner = timing.IntervalTiming(settings.every, settings.anchor, offset, self.zone)
+        elif settings.at is None:  # `after` alone: only its parents' ends start it
+            return timing.RebootTiming()  # (no slot in time, as for @reboot)
+        if inner is not None and self.day_rules is not None:
+            inner = CalendarTiming(inner, self.day_rules, self.zone)
+        if settings.at is None and settings.start is None and settings.end is None:
+            assert inner is not None  # a job has cron, every, at or after (model.Job._shape)
             return inner
-        return CalendarTiming(inner, self.day_rules, self.zone)
+        return parts_timing(self, inner)
 
     @property
     def warned_at_cron(self) -> bool:
@@ -90,10 +109,22 @@ class LoadedJob:
     def schedule_text(self) -> str:
         if self.reboot:
             return "@reboot"
-        if self.settings.cron is not None:
-            return f"{self.settings.cron} ({self.settings.timezone or 'UTC'})"
-        assert self.settings.every is not None
-        return f"every {format_duration(self.settings.every)}"
+        settings = self.settings
+        said = []
+        if settings.cron is not None:
+            said.append(f"{' | '.join(cron_texts(settings.cron))} ({settings.timezone or 'UTC'})")
+        elif settings.every is not None:
+            said.append(f"every {format_duration(settings.every)}")
+        elif settings.at is None:
+            said.append(self.after_text)
+        return " + ".join([*said, *schedule_extras(self)])
+
+    @property
+    def after_text(self) -> str:
+        """`after` in words: "after extract succeeds", "after load fails or extract ends"."""
+        verbs = {"success": "succeeds", "failure": "fails", "finished": "ends"}
+        after = self.settings.after or {}
+        return "after " + " or ".join(f"{job} {verbs[on.value]}" for job, on in after.items())
 
 
 NotifierKind = Literal["webhook", "command", "apprise"]
@@ -147,6 +178,8 @@ class LoadedConfig:
     # `${NAME}`s not set in the environment, when the load did not refuse them (`crond
     # run` refuses the file), and replica settings that change nothing without a database.
     env_warnings: list[Problem] = field(default_factory=list, compare=False)
+    # Where the `at` values stand (validate's warnings of an instant in the past).
+    at_marks: dict[str, Mark] = field(default_factory=dict, compare=False)
 
     @property
     def daemon(self) -> Daemon:
@@ -177,13 +210,17 @@ def dst_warnings(loaded: LoadedConfig, now: datetime) -> list[Problem]:
     for name, job in loaded.jobs.items():
         if job.cron_expr is None or not job.settings.enabled or job.reboot:
             continue
-        key = (job.cron_expr, job.zone)
-        said = sentences.get(key)
-        if said is None:
-            said = sentences[key] = timing.dst_warnings(*key, now)
-        for sentence in said:
-            mark = loaded.cron_marks.get(name, Mark(0, 0))
-            found.append(Problem.at(loaded.path, mark, ("jobs", name, "cron"), sentence))
+        for i, expr in enumerate(job.cron_exprs):
+            key = (expr, job.zone)
+            said = sentences.get(key)
+            if said is None:
+                said = sentences[key] = timing.dst_warnings(*key, now)
+            where: tuple[str | int, ...] = ("jobs", name, "cron")
+            if job.more_exprs:
+                where = (*where, i)
+            for sentence in said:
+                mark = loaded.cron_marks.get(name, Mark(0, 0))
+                found.append(Problem.at(loaded.path, mark, where, sentence))
     return found
 
 

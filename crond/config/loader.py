@@ -26,7 +26,15 @@ from pydantic import ValidationError
 
 from crond import ownership
 from crond.clock import SystemClock
-from crond.config import calendar_build, database, model, notifiers, places, yamlsource
+from crond.config import (
+    calendar_build,
+    database,
+    model,
+    notifiers,
+    places,
+    waits,
+    yamlsource,
+)
 from crond.config.defaults import defaults_too_big, file_zone, good_defaults, merge_all
 from crond.config.loaded import LoadedConfig, LoadedJob, notifier_spec
 from crond.config.model import Config
@@ -38,6 +46,7 @@ from crond.config.problems import (
     is_secret,
     problems_from_validation,
 )
+from crond.config.schedfields import cron_texts
 from crond.config.secrets import expand
 from crond.config.wording import MAX_PROBLEMS
 from crond.when.cronexpr import CronExpr
@@ -96,7 +105,7 @@ def _stdin() -> bytes:
 
 # The only places a valid file needs after its load: its `cron` lines (validate's DST
 # warnings). A file with a mistake is read again, every node located (`_validated`).
-_KEPT_PLACES = frozenset({"cron"})
+_KEPT_PLACES = frozenset({"cron", "at"})
 
 
 class _PlacesNeeded(Exception):  # noqa: N818  (a signal, not an error)
@@ -219,11 +228,12 @@ def _validated(
         problems += problems_from_validation(exc, source, filename, data)
         config = None
     problems += check_names(data.get("jobs"), source, filename)
-    for where in ("notifiers", "calendars"):
+    for where in ("notifiers", "calendars", "locks"):
         problems += check_names(data.get(where), source, filename, where)
     problems += check_subscriptions(
         data.get("notifiers"), jobs, data.get("defaults"), source, filename
     )
+    problems += waits.check(data.get("locks"), jobs, data.get("defaults"), source, filename)
     if problems or config is None:
         raise ConfigError(capped(problems, filename))
     unused_problems = [
@@ -317,25 +327,38 @@ def _loaded(
     built = _calendars(config, source, filename, context)
     environ = context.environ
     cron_marks: dict[str, places.Mark] = {}
+    at_marks: dict[str, places.Mark] = {}
     jobs: dict[str, LoadedJob] = {}
     for name, job in config.jobs.items():
-        expr = None
-        if job.cron is not None:
-            expr = crons.get(job.cron) or model.parse_cron(job.cron)
-            if expr.resolved:  # `H`: values picked by the job's name (docs/schedules.md)
-                expr = model.parse_cron(job.cron, name)
+        exprs = [_parsed(text, name, crons) for text in cron_texts(job.cron)]
         ping = None if job.ping is None else expand(job.ping, environ)[0]
         loaded = jobs[name] = LoadedJob(
-            name, job, expr, ping, built.rules.get(name), built.keys.get(name, "")
+            name,
+            job,
+            exprs[0] if exprs else None,
+            ping,
+            built.rules.get(name),
+            built.keys.get(name, ""),
+            tuple(exprs[1:]),
         )
         if loaded.warned_at_cron:
             cron_marks[name] = source.locate(("jobs", name, "cron"))
+        if job.at is not None:
+            at_marks[name] = source.locate(("jobs", name, "at"))
     _share_fields_sets(config)
     specs = {
         name: notifier_spec(name, notifier, environ) for name, notifier in config.notifiers.items()
     }
-    whole = LoadedConfig(filename, config, jobs, cron_marks, specs, env_warnings)
+    whole = LoadedConfig(filename, config, jobs, cron_marks, specs, env_warnings, at_marks)
     return _firing(whole, source, filename, context)
+
+
+def _parsed(text: str, name: str, crons: dict[str, CronExpr]) -> CronExpr:
+    """One `cron` expression of job `name`, parsed (once per text in a load)."""
+    expr = crons.get(text) or model.parse_cron(text)
+    if expr.resolved:  # `H`: values picked by the job's name (docs/schedules.md)
+        expr = model.parse_cron(text, name)
+    return expr
 
 
 def _share_fields_sets(config: Config) -> None:

@@ -18,9 +18,11 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     AwareDatetime,
+    BeforeValidator,
     Field,
     JsonValue,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -30,12 +32,18 @@ from crond.config.calendars import CalendarDef
 from crond.config.fieldtypes import (
     ENVIRON,
     MAX_RUNNING,
+    ChainOn,
     Duration,
     EnvValue,
     FrozenModel,
     Grace,
     Interval,
+    JobRef,
+    LockCapacity,
+    LockName,
+    OnLock,
     WarnAfter,
+    check_shape,
     check_zone,
     environ_of,
     field_error,
@@ -45,6 +53,7 @@ from crond.config.notifiers import (
     PING_EXAMPLE,
     check_url,
 )
+from crond.config.schedfields import CRONS_SCHEMA, At, Instant, check_crons, check_schedule
 from crond.config.sections import Daemon, Notifier
 from crond.config.web import Web
 from crond.config.wording import quote
@@ -64,6 +73,7 @@ __all__ = [
     "JobFields",
     "Notifier",
     "NotifyEvent",
+    "OnLock",
     "Output",
     "Overlap",
     "Replicas",
@@ -85,10 +95,19 @@ parse_cron = functools.lru_cache(maxsize=8192)(cronparse.parse_cron)
 CRONS = "crons"
 
 
+def _crons(value: object, info: ValidationInfo) -> object:
+    # `parse_cron` is looked up at each call: a test counts the parses
+    return check_crons(value, info, parse_cron, CRONS)
+
+
+Crons = Annotated[str | list[str], BeforeValidator(_crons), WithJsonSchema(CRONS_SCHEMA)]
+
+
 class Overlap(StrEnum):
     SKIP = "skip"
     ALLOW = "allow"
     REPLACE = "replace"
+    QUEUE = "queue"  # one run waits for the one going (Temporal's BufferOne)
 
 
 class Replicas(StrEnum):
@@ -108,6 +127,7 @@ class Roll(StrEnum):
 class Catchup(StrEnum):
     NONE = "none"
     LATEST = "latest"
+    ALL = "all"  # every missed slot within the window, oldest first, one at a time
 
 
 class Output(StrEnum):
@@ -147,8 +167,13 @@ class JobFields(FrozenModel):
     """Every job field, all optional: the shape of `defaults`."""
 
     description: str | None = None
-    cron: str | None = None
+    cron: Crons | None = None  # one expression, or a list: their fires' union
     every: Interval | None = None
+    at: At | None = None  # one-shot instants (docs/schedules.md)
+    start: Instant | None = None  # fires only at or after this instant
+    end: Instant | None = None  # fires only at or before this instant
+    # The job stops firing after this many scheduled runs (counted in the state store).
+    max_runs: Annotated[int, Field(ge=1, le=1_000_000_000, strict=True)] | None = None
     anchor: AwareDatetime | None = None
     timezone: str | None = None
     jitter: Duration | None = None
@@ -169,6 +194,7 @@ class JobFields(FrozenModel):
     enabled: bool | None = None
     catchup: Catchup | None = None
     catchup_window: Grace | None = None
+    catchup_max: Annotated[int, Field(ge=1, le=100_000, strict=True)] | None = None
     history: Annotated[int, Field(ge=1, le=100_000)] | None = None
     # Telling people (docs/alerting.md): notifier name -> events; a healthchecks.io URL;
     # one `long_running` when a run is still going this long after its start.
@@ -184,6 +210,22 @@ class JobFields(FrozenModel):
     skip: str | list[str] | None = None
     nth_day: Annotated[int, Field(ge=-31, le=31, strict=True)] | None = None
     roll: Roll | None = None
+    # Locks (docs/workflows.md): names of `locks:`, all taken at once before a run starts.
+    locks: list[LockName] | None = None
+    on_lock: OnLock | None = None
+    # Chains: the jobs whose runs' ends start a run of this one (`JOB`: its successes).
+    after: dict[JobRef, ChainOn] | None = None
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _after(cls, value: object) -> object:
+        return {value: ChainOn.SUCCESS.value} if isinstance(value, str) else value
+
+    @field_validator("locks")
+    @classmethod
+    def _locks(cls, value: list[str] | None) -> list[str] | None:
+        # A lock written twice is one lock: a run takes one place of it.
+        return None if value is None else list(dict.fromkeys(value))
 
     @field_validator("nth_day")
     @classmethod
@@ -192,20 +234,6 @@ class JobFields(FrozenModel):
             raise PydanticCustomError(
                 "crond", "0 is no day: 1 is the first day of the month, -1 the last"
             )
-        return value
-
-    @field_validator("cron")
-    @classmethod
-    def _cron(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None:
-            crons = info.context.get(CRONS) if info.context else None
-            if crons is None or value not in crons:
-                try:
-                    expr = parse_cron(value)
-                except cronparse.CronError as exc:
-                    raise PydanticCustomError("crond", f'"{value}": {exc}') from None
-                if crons is not None:
-                    crons[value] = expr
         return value
 
     @field_validator("timezone")
@@ -287,24 +315,25 @@ class Job(JobFields):
     enabled: bool = True
     catchup: Catchup = Catchup.NONE
     catchup_window: Grace = timedelta(days=1)
+    catchup_max: Annotated[int, Field(ge=1, le=100_000, strict=True)] = 100
     history: Annotated[int, Field(ge=1, le=100_000)] = 100
     notify: dict[str, list[NotifyEvent]] = Field(default_factory=dict)
     replicas: Replicas = Replicas.ONE
+    on_lock: OnLock = OnLock.WAIT
 
     @model_validator(mode="after")
     def _shape(self) -> Self:
         # Runs once per job: the usual job is checked with plain comparisons, and the
         # helpers only run to say what is wrong.
-        if (self.cron is None) is (self.every is None):
-            _exactly_one(self, "cron", "every", "a schedule")
+        if (
+            (self.cron is None) is (self.every is None)
+            or (self.every is not None and self.timezone is not None)
+            or self.end is not None
+        ):
+            check_schedule(self)  # (the usual job, cron or every alone, skips the call)
+        check_shape(self.locks, self.overlap, self.after, self.replicas)
         if (self.command is None) is (self.python is None):
             _exactly_one(self, "command", "python", "something to run")
-        if self.every is not None and self.timezone is not None:
-            field_error(
-                "timezone",
-                "an every job runs in absolute time; remove timezone "
-                "(or use cron for a local time of day)",
-            )
         if self.max_running is not None and self.overlap is not Overlap.ALLOW:
             field_error(
                 "max_running",
@@ -327,12 +356,12 @@ class Job(JobFields):
         return self
 
 
-def _exactly_one(job: Job, first: str, second: str, what: str) -> None:
+def _exactly_one(job: Job, first: str, second: str, what: str, more: str = "") -> None:
     has_first, has_second = getattr(job, first) is not None, getattr(job, second) is not None
     if has_first and has_second:
         field_error(second, f"give either {first} or {second}, not both")
     if not has_first and not has_second:
-        field_error("", f"{what} is missing: give {first} or {second}")
+        field_error("", f"{what} is missing: give {first} or {second}{more}")
 
 
 class Config(FrozenModel):
@@ -344,6 +373,8 @@ class Config(FrozenModel):
     daemon: Daemon = Daemon()
     notifiers: dict[str, Notifier] = Field(default_factory=dict)
     calendars: dict[str, CalendarDef] = Field(default_factory=dict)
+    # name -> capacity: at most this many runs hold the lock at once (docs/workflows.md).
+    locks: dict[str, LockCapacity] = Field(default_factory=dict)
     web: Web = Web()  # `crond web` (docs/web.md); the daemon ignores it
     jobs: dict[str, Job]
 

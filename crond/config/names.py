@@ -12,6 +12,7 @@ from typing import Any
 from crond.config import places
 from crond.config.model import JOB_NAME
 from crond.config.problems import Problem, close_matches
+from crond.config.waits import written
 from crond.config.wording import MAX_PROBLEMS, quote
 
 
@@ -22,7 +23,7 @@ def check_names(
     job names: the rule of job names holds for notifier names too."""
     if not isinstance(named, dict):
         return []
-    what = {"jobs": "job", "calendars": "calendar"}.get(where, "notifier")
+    what = {"jobs": "job", "calendars": "calendar", "locks": "lock"}.get(where, "notifier")
     bad = (name for name in named if not JOB_NAME.fullmatch(str(name)))
     return [
         Problem.at(
@@ -65,12 +66,7 @@ def check_subscriptions(
 
 
 def _notify_maps(jobs: object, defaults: object) -> Iterator[tuple[places.Path, dict[Any, Any]]]:
-    if isinstance(defaults, dict) and isinstance(defaults.get("notify"), dict):
-        yield ("defaults",), defaults["notify"]
-    if isinstance(jobs, dict):
-        for name, job in jobs.items():
-            if isinstance(job, dict) and isinstance(job.get("notify"), dict):
-                yield ("jobs", name), job["notify"]
+    return written(jobs, defaults, "notify", dict)
 
 
 def _no_notifier(key: str, names: list[str], hint: bool) -> str:

@@ -128,10 +128,10 @@ def ps(file: Path, state_dir: str | None, socket_flag: Path | None, as_json: boo
     from crond.control import views  # noqa: PLC0415  (see the imports above)
 
     answer = _steer(file, state_dir, socket_flag, "ps", {})
-    runs = _dicts(answer.get("runs"))
+    runs, waiting = _dicts(answer.get("runs")), _dicts(answer.get("waiting"))
     if as_json:
         mine = {} if answer.get("pid") is None else {"daemon_pid": answer["pid"]}
-        for run in runs:
+        for run in [*runs, *({**w, "waiting": True} for w in waiting)]:
             click.echo(json.dumps({**run, **mine}))
         return
     header = views.format_daemon(answer)
@@ -141,6 +141,8 @@ def ps(file: Path, state_dir: str | None, socket_flag: Path | None, as_json: boo
         click.echo(views.format_ps(runs))
     else:
         click.echo("nothing running", err=True)
+    if waiting:
+        click.echo(views.format_waiting(waiting))
 
 
 @click.command()
@@ -153,13 +155,25 @@ def ps(file: Path, state_dir: str | None, socket_flag: Path | None, as_json: boo
     is_flag=True,
     help="Print the run's output as it comes and exit with its exit status.",
 )
-def trigger(
-    file: Path, job: str, state_dir: str | None, socket_flag: Path | None, wait: bool
+@click.option(
+    "--no-chain",
+    is_flag=True,
+    help="Start no chained run (after:) when this run ends.",
+)
+def trigger(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
+    file: Path,
+    job: str,
+    state_dir: str | None,
+    socket_flag: Path | None,
+    wait: bool,
+    no_chain: bool,
 ) -> None:
-    """Start a run of JOB now, in the daemon running FILE; print its run id."""
+    """Start a run of JOB now, in the daemon running FILE; print its run id. Its end
+    starts the jobs chained after it (after:), as a scheduled run's does."""
     from crond.control import views  # noqa: PLC0415  (see the imports above)
 
-    result = _steer(file, state_dir, socket_flag, "trigger", {"job": job, "wait": wait}, wait=wait)
+    args = {"job": job, "wait": wait, **({"chain": False} if no_chain else {})}
+    result = _steer(file, state_dir, socket_flag, "trigger", args, wait=wait)
     if not wait:
         click.echo(str(result.get("run_id", "")))
         return

@@ -17,7 +17,7 @@ events' `by` then names that user, and keeps the caller's own as `via`).
 | cmd | args |
 |---|---|
 | `ps` | `{}` |
-| `trigger` | `{"job": NAME, "wait": bool}` |
+| `trigger` | `{"job": NAME, "wait": bool, "chain": bool}` (`chain`: its end chains) |
 | `kill` | `{"target": NAME or RUN_ID}` |
 | `pause` | `{"jobs": [NAME, ...]}` or `{"all": true}`; `"until"`: ISO or null; |
 | | `"note"`: text or null |
@@ -175,10 +175,12 @@ def _ps(_args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _trigger(args: dict[str, Any]) -> dict[str, Any]:
-    wait = args.get("wait", False)
-    if not isinstance(wait, bool):
-        raise ControlError("bad_request", 'trigger: "wait" is not true or false')
-    return {"job": _name(args, "job", "trigger"), "wait": wait}
+    flags = {"wait": args.get("wait", False), "chain": args.get("chain", True)}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise ControlError("bad_request", f'trigger: "{key}" is not true or false')
+    no_chain = {} if flags["chain"] else {"chain": False}  # (the default goes unsaid)
+    return {"job": _name(args, "job", "trigger"), "wait": flags["wait"], **no_chain}
 
 
 def _kill(args: dict[str, Any]) -> dict[str, Any]:

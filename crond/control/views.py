@@ -17,6 +17,7 @@ def format_ps(runs: Sequence[Mapping[str, Any]]) -> str:
     replicas = any("replica" in run for run in runs)
     if replicas:
         header = (*header[:3], "REPLICA", *header[3:])
+    locks = any(run.get("locks") for run in runs)  # the locks each run holds
     lines = [
         (
             str(run.get("job", "?")),
@@ -27,9 +28,31 @@ def format_ps(runs: Sequence[Mapping[str, Any]]) -> str:
             _when(run.get("slot")),
             _when(run.get("started")),
             _seconds(run.get("elapsed")),
+            *((",".join(map(str, run.get("locks") or [])),) if locks else ()),
         )
         for run in runs
     ]
+    return _table((*header, *(("LOCKS",) if locks else ())), lines)
+
+
+def format_waiting(waiting: Sequence[Mapping[str, Any]]) -> str:
+    """The runs waiting for locks (docs/workflows.md), oldest slot first: each with the
+    lock it waits for, who holds it, and when its grace runs out (then it is missed)."""
+    header = ("WAITING", "SLOT", "LOCK", "HELD BY", "MISSED AFTER")
+    lines = [
+        (
+            str(w.get("job", "?")),
+            _when(w.get("slot")),
+            _text(w.get("lock")),
+            ", ".join(map(str, w.get("held_by") or [])) or "-",
+            _when(w.get("deadline")),
+        )
+        for w in waiting
+    ]
+    return _table(header, lines)
+
+
+def _table(header: tuple[str, ...], lines: Sequence[tuple[str, ...]]) -> str:
     rows = [header, *lines]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join(

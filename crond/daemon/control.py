@@ -30,6 +30,7 @@ from crond.control.callers import Caller
 from crond.control.protocol import ControlError, ok
 from crond.control.server import ControlServer, Send
 from crond.daemon.cluster import Cluster
+from crond.daemon.locksview import lock_waits
 from crond.daemon.loop import Loop, Pending
 from crond.daemon.pausing import Pausing
 from crond.run import runner
@@ -55,6 +56,7 @@ class Steering:
         reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
         self.log = log
+        self.no_chain: set[str] = set()  # `trigger --no-chain`'s runs (daemon/chaining.py)
         self.cluster = cluster  # a replica's: ps and kill reach the other replicas
         self.clock = clock
         self.loop = loop
@@ -91,12 +93,16 @@ class Steering:
         self, cmd: str, args: dict[str, Any], caller: Caller, send: Send
     ) -> dict[str, Any]:
         if cmd == "ps":
-            return ok({"runs": await self._ps(), **self._whoami()})
+            waiting = {"waiting": w} if (w := lock_waits(self.loop.core.locks)) else {}
+            return ok({"runs": await self._ps(), **waiting, **self._whoami()})
         if cmd == "reload" and self.reload is not None:
             self.log.info("config.reload_requested", by=caller.by())
             return ok(await self.reload())
         if cmd == "trigger":
-            return await self._trigger(str(args["job"]), bool(args.get("wait")), caller, send)
+            chain = bool(args.get("chain", True))
+            return await self._trigger(
+                str(args["job"]), bool(args.get("wait")), caller, send, chain
+            )
         if cmd == "kill":
             return ok(await self._kill(str(args["target"]), caller))
         if cmd == "follow":
@@ -129,7 +135,9 @@ class Steering:
     def _run_row(self, run: runner.Run) -> dict[str, Any]:
         started = run.slot + timedelta(milliseconds=max(0.0, run.lag_ms))
         elapsed = (self.clock.now() - started).total_seconds()
+        held = self.loop.core.locks.taken_by(run.job, run.slot)
         return {
+            **({"locks": list(held)} if held else {}),
             "job": run.job,
             "run_id": run.run_id,
             "attempt": run.attempt,
@@ -139,7 +147,9 @@ class Steering:
             "elapsed": round(max(0.0, elapsed), 3),
         }
 
-    async def _trigger(self, name: str, wait: bool, caller: Caller, send: Send) -> dict[str, Any]:
+    async def _trigger(
+        self, name: str, wait: bool, caller: Caller, send: Send, chain: bool = True
+    ) -> dict[str, Any]:
         self._known([name])
         started = await self.loop.trigger(name)
         if isinstance(started, str):
@@ -150,6 +160,8 @@ class Steering:
                 raise ControlError("refused", f"{name}'s triggered run was stopped before it began")
             started = became
         run = started
+        if not chain:  # `trigger --no-chain`: its end starts no chained run
+            self.no_chain.add(run.run_id)
         self.log.info("job.triggered", job=name, run_id=run.run_id, by=caller.by())
         if not wait:
             return ok({"run_id": run.run_id})

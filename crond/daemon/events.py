@@ -12,12 +12,24 @@ from structlog.typing import FilteringBoundLogger
 from crond.clock import Clock, iso_utc
 from crond.config.loaded import LoadedJob
 from crond.daemon.runs import Gate
+from crond.schedule.actions import LockWait, Queued
 from crond.schedule.rules import Decision
 
 
 def log_decision(log: FilteringBoundLogger, job: LoadedJob, decision: Decision) -> None:
     """The events of a slot's decision: caught up, missed, skipped."""
-    if decision.caught_up is not None and decision.start is not None:
+    if decision.caught_up is not None and decision.wait_reason == "grace":
+        # `catchup: all`: how many missed slots run, oldest first, one at a time
+        slots = [*([decision.start] if decision.start else []), *decision.waits]
+        log.warning(
+            "job.caught_up",
+            job=job.name,
+            slot=iso_utc(slots[0]),
+            skipped=0,
+            slots=decision.caught_up,
+            last_slot=iso_utc(slots[-1]),
+        )
+    elif decision.caught_up is not None and decision.start is not None:
         log.warning(
             "job.caught_up", job=job.name, slot=iso_utc(decision.start), skipped=decision.caught_up
         )
@@ -34,6 +46,23 @@ def log_decision(log: FilteringBoundLogger, job: LoadedJob, decision: Decision) 
     if decision.skip:
         reason = decision.skip_reason or "overlap"
         log.warning("job.skipped", job=job.name, slot=iso_utc(decision.skip), reason=reason)
+
+
+def log_wait(log: FilteringBoundLogger, wait: Queued | LockWait) -> None:
+    """A due run waits: for a place under the daemon's limit (`job.queued`), or for its
+    locks (`job.waiting`, naming the lock and its holders)."""
+    if isinstance(wait, Queued):
+        slot = iso_utc(wait.slot)
+        log.warning("job.queued", job=wait.job.name, slot=slot, running=wait.running)
+        return
+    log.warning(
+        "job.waiting",
+        job=wait.job.name,
+        slot=iso_utc(wait.slot),
+        reason="lock",
+        lock=wait.lock,
+        held_by=[f"{job}@{iso_utc(slot)}" for job, slot in wait.holders],
+    )
 
 
 # A log event stays a readable line whatever the file: a reload names at most this many

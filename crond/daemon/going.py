@@ -15,9 +15,10 @@ from crond.daemon.runs import Counts, Effects, Gate, Pending, R
 
 
 class Going(Generic[R]):
-    """The runs going, by job. `ended` is called after each run's end (the loop wakes)."""
+    """The runs going, by job. `ended` is called after each run's end, with its job's name
+    and its slot (the loop gives back its locks and wakes)."""
 
-    def __init__(self, effects: Effects[R], ended: Callable[[], None]) -> None:
+    def __init__(self, effects: Effects[R], ended: Callable[[str, datetime], None]) -> None:
         self.effects = effects
         self.ended = ended
         self.by_job: dict[str, list[R]] = {}
@@ -36,7 +37,7 @@ class Going(Generic[R]):
         run = self.effects.launch(job, slot, gate)  # spawned now; the rest is a task of ours
         self.by_job.setdefault(job.name, []).append(run)
         self.idle.clear()
-        self.own(self._drive(job, run))
+        self.own(self._drive(job, slot, run))
         return run
 
     def kill(self, target: str) -> list[R]:
@@ -103,7 +104,7 @@ class Going(Generic[R]):
                 run.stop()
         return True
 
-    async def _drive(self, job: LoadedJob, run: R) -> None:
+    async def _drive(self, job: LoadedJob, slot: datetime, run: R) -> None:
         """A run's work, then its place given up (also when cancelled); the daemon is told
         of its start (here: after the wake's spawn pass) and its end."""
         try:
@@ -118,7 +119,7 @@ class Going(Generic[R]):
                 self.by_job.pop(job.name, None)
             if not self.by_job:
                 self.idle.set()
-            self.ended()
+            self.ended(job.name, slot)
 
     def own(self, coro: Coroutine[Any, Any, None]) -> None:
         assert self.tasks is not None, "runs start only inside Loop.run"

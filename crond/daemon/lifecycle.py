@@ -33,12 +33,14 @@ from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.control.server import socket_path
 from crond.daemon import events, reaper, stores
 from crond.daemon import taken as socket_taken
+from crond.daemon.chaining import Chaining
 from crond.daemon.cluster import Cluster, database_url, given_problems, logged_as, replica_name
 from crond.daemon.control import Steering
 from crond.daemon.heartbeat import Heartbeat
 from crond.daemon.loop import Gate, Loop
 from crond.daemon.pausing import Pausing
 from crond.daemon.recorder import StoreRecorder
+from crond.daemon.runs import Starts
 from crond.daemon.serving import Serving
 from crond.daemon.signals import Signals
 from crond.daemon.spawning import Spawner
@@ -126,6 +128,7 @@ class Service:
             log=log, clock=clock, loop=self.loop, pausing=self.pausing, cluster=self.cluster,
             reload=self.signals.reload_asked,  # `crond reload`, as SIGHUP
         )  # fmt: skip
+        self.chaining = Chaining(self.loop, self.recorder, self.spawner, self.steering.no_chain)
         self._settings(cfg)
 
     def _settings(self, cfg: LoadedConfig) -> None:
@@ -137,6 +140,7 @@ class Service:
         metrics = flags.metrics or cfg.daemon.metrics  # HOST:PORT, or None: not served
         self.telling.configure(cfg, metrics)
         self.serving.configure(metrics)
+        self.loop.core.locks.capacity = dict(cfg.config.locks)  # (the limit below wakes)
         self.loop.limit(cfg.daemon.max_running)
         self.signals.configure(cfg)
         if self.cluster is not None:
@@ -148,21 +152,23 @@ class Service:
         return self.spawner.launch(job, slot, gate)
 
     async def claim(
-        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
+        self, starts: Starts, told: Sequence[Key], at: datetime, *, counted: bool = False
     ) -> Claims:
-        return await self.spawner.claim(starts, told, at)
+        return await self.spawner.claim(starts, told, at, counted=counted)
 
     def beat(self, now: datetime) -> None:
         self.heartbeat.beat(now)
 
     def decided(self, job: LoadedJob, decision: Decision) -> None:
         self.telling.decided(job, decision)
+        self.chaining.forget_dropped()  # chained runs skipped, missed (or of jobs gone)
 
     def run_started(self, job: LoadedJob, run: runner.Run) -> None:
         self.telling.run_started(job, run)
 
     def run_ended(self, job: LoadedJob, run: runner.Run, result: runner.RunResult) -> None:
         self.telling.run_ended(job, run, result)
+        self.chaining.ended(run, result)
 
     def resumed(self, job: str, skipped: int) -> None:
         self.pausing.ran_out(job, skipped)
@@ -223,8 +229,9 @@ class Service:
                 if not await self.heartbeat.open_store():  # a live one has this one's name
                     return 1
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
-                    self.loop.load(self.cfg.jobs, resume=self.recorder.cursors())
+                    self.loop.load(self.cfg.jobs, self.recorder.cursors(), self.recorder.counts())
                 self.pausing.restore()  # the pauses kept in the store, before the first wake
+                self.chaining.restore()  # chained runs recorded and never started
                 self.view.start_reboot_jobs(self.cfg.jobs.values())
                 self.log.info(
                     "daemon.started",

@@ -24,16 +24,26 @@ from typing import Generic
 
 from structlog.typing import FilteringBoundLogger
 
-from crond.clock import Clock, iso_utc, sleep_until_woken
+from crond.clock import Clock, sleep_until_woken
 from crond.config.loaded import LoadedJob
 from crond.daemon import events
 from crond.daemon.going import Going
 from crond.daemon.runs import Effects, Gate, Pending, R, RunHandle
-from crond.schedule.actions import NO_CLAIMS, Action, Queued, Replace, Resumed, Start, Tell
+from crond.schedule.actions import (
+    NO_CLAIMS,
+    Action,
+    LockWait,
+    Queued,
+    Replace,
+    Resumed,
+    Start,
+    Tell,
+)
 from crond.schedule.core import TRIGGER_REFUSED, Core
 from crond.schedule.heap import ConfigDiff
 
 Resume = Mapping[str, datetime] | None  # the cursors a previous daemon left
+Runs = Mapping[str, int] | None  # the scheduled runs each job has had (`max_runs`)
 
 __all__ = ["ConfigDiff", "Effects", "Gate", "Loop", "Pending", "RunHandle"]
 
@@ -55,10 +65,12 @@ class Loop(Generic[R]):
         self._stopping = False
         self.lock = asyncio.Lock()  # the core's, while a wake or a change holds it
 
-    def load(self, jobs: Mapping[str, LoadedJob], resume: Resume = None) -> ConfigDiff:
+    def load(
+        self, jobs: Mapping[str, LoadedJob], resume: Resume = None, runs: Runs = None
+    ) -> ConfigDiff:
         """Swap in a new set of jobs (`Core.load`); running runs are never interrupted."""
         self._wake.set()
-        return self.core.load(jobs, self.clock.now(), resume)
+        return self.core.load(jobs, self.clock.now(), resume, runs)
 
     def limit(self, max_running: int | None) -> None:
         """The daemon's limit of runs going at once (None: none); set at each load."""
@@ -103,6 +115,7 @@ class Loop(Generic[R]):
         claims = await self.effects.claim([(last.job, now)], [], now)
         reason = claims.refused.get((name, now))
         if reason is not None:
+            self.core.locks.release(name, now)
             return TRIGGER_REFUSED[reason].format(name=name)
         return self.going.start(last.job, now)
 
@@ -160,7 +173,9 @@ class Loop(Generic[R]):
         proposal = self.core.propose(now, self.clock.lead, self.going.counts)
         claims = NO_CLAIMS
         if proposal.starts or proposal.told:  # all of them, before any is spawned
-            claims = await self.effects.claim(proposal.starts, proposal.told, proposal.at)
+            claims = await self.effects.claim(
+                proposal.starts, proposal.told, proposal.at, counted=True
+            )
         gate = events.gate(self.clock, proposal.at) if proposal.at > now else None
         await self._carry_out(self.core.settle(proposal, claims), gate)
         if gate is not None:
@@ -177,9 +192,8 @@ class Loop(Generic[R]):
                 await self._tell(action)
             elif isinstance(action, Replace):
                 self._replace(action.job, action.slot)
-            elif isinstance(action, Queued):
-                slot, running = iso_utc(action.slot), action.running
-                self.log.warning("job.queued", job=action.job.name, slot=slot, running=running)
+            elif isinstance(action, Queued | LockWait):
+                events.log_wait(self.log, action)
             elif isinstance(action, Resumed):
                 self.effects.resumed(action.job, action.skipped)
             else:
@@ -195,14 +209,15 @@ class Loop(Generic[R]):
 
     def _replace(self, job: LoadedJob, slot: datetime, pending: Pending[R] | None = None) -> None:
         """Stop `job`'s runs now; once they have ended, claim and start `slot`."""
-        then = lambda: self._claimed(job, slot)  # noqa: E731  (read where it is passed)
+        counted = pending is None  # a trigger's is not counted toward `max_runs`
+        then = lambda: self._claimed(job, slot, counted=counted)  # noqa: E731  (read where it is passed)
         self.going.replace(job.name, pending, then, stopping=lambda: self._stopping)
 
-    async def _claimed(self, job: LoadedJob, slot: datetime) -> R | None:
+    async def _claimed(self, job: LoadedJob, slot: datetime, *, counted: bool) -> R | None:
         """`job` started for `slot` now if its claim is not refused (else as refused)."""
         async with self.lock:
             now = self.clock.now()
-            claims = await self.effects.claim([(job, slot)], [], now)
+            claims = await self.effects.claim([(job, slot)], [], now, counted=counted)
             reason = claims.refused.get((job.name, slot))
             if reason is None:
                 return self.going.start(job, slot)
@@ -210,7 +225,11 @@ class Loop(Generic[R]):
         self._wake.set()  # a waiting start is a new instant to wake at
         return None
 
-    def _ended(self) -> None:
-        """A run ended: a draining loop may now end, a queued run may start."""
-        if not self.running or self.core.queue:
+    def _ended(self, name: str, slot: datetime) -> None:
+        """A run ended: its locks are given back; a draining loop may now end, a queued
+        run, one waiting for its job, for a lock, or its chained runs may start."""
+        core = self.core
+        released = core.locks.release(name, slot)
+        waiting = core.queue or core.backlog or (released and core.locks) or core.chains
+        if not self.running or waiting:
             self._wake.set()

@@ -18,9 +18,9 @@ takes (crond/store/base.py). docs/state.md has the table of failures and what th
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from crond.clock import Clock
 from crond.config.loaded import LoadedConfig
@@ -32,6 +32,7 @@ from crond.daemon.proof import Proof
 from crond.daemon.stores import FAILED, End, Opener
 from crond.schedule.actions import Claims, Refusal
 from crond.store.base import AttemptRow, Replicated, Start, Store, ViewRow
+from crond.store.rows import Chained
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -85,6 +86,7 @@ class StoreRecorder(OffLoop):
         # (another replica does not claim an `overlap: skip` job's next slot meanwhile).
         self._held: dict[str, End] = {}
         self.late = LateEnds(log, replica)  # ends written beside `lost`: told once
+        self.chains: Callable[[Run, RunResult], list[Chained]] | None = None  # chaining.py
         self.in_doubt = InDoubt()  # with replicas, the claims that got no answer
 
     def configure(self, cfg: LoadedConfig) -> None:
@@ -96,7 +98,7 @@ class StoreRecorder(OffLoop):
             job.name for job in jobs if job.settings.replicas is Replicas.ALL
         )
         self.one_at_a_time = frozenset(
-            job.name for job in jobs if job.settings.overlap is Overlap.SKIP
+            job.name for job in jobs if job.settings.overlap in {Overlap.SKIP, Overlap.QUEUE}
         )
         self.replacing = frozenset(
             job.name for job in jobs if job.settings.overlap is Overlap.REPLACE
@@ -110,17 +112,20 @@ class StoreRecorder(OffLoop):
         told: Sequence[tuple[str, datetime]] = (),
         *,
         started: datetime | None = None,
+        chained: Sequence[tuple[str, str]] = (),
+        limits: Mapping[str, int] | None = None,
     ) -> Claims:
         """Record the first attempts of a wake's runs in one commit, before any of them is
         spawned, as started at `started` (default: now); each run's `started` then finds
         its row. With replicas, claim them in that commit, with the `told` slots (skipped,
         missed): the starts that may not start, and why (all of them when the database
         did not answer); the told slots another replica claimed first, and so tells of
-        (none when the database did not answer: each replica tells what it saw)."""
+        (none when the database did not answer: each replica tells what it saw). Without
+        replicas, the records of the `chained` starts, (child, parent's run id), go too."""
         at = started or self.clock.now()
         if self.replica is None:
             if starts:
-                ids = self.write(lambda store: store.start_many(starts, at))
+                ids = self.write(lambda store: store.start_many(starts, at, limits, **_kw(chained)))
                 for start, row_id in zip(starts, [] if ids is FAILED else ids, strict=False):
                     self._prepared[start.run_id] = row_id
             return Claims()
@@ -132,7 +137,7 @@ class StoreRecorder(OffLoop):
 
         claimed = await self.proof.claim(self.ask, lambda store: store.claim(
             starts, mine, at, copies=copies, exclusive=self.one_at_a_time,
-            replacing=self.replacing,
+            replacing=self.replacing, limits=limits,
         ), force=bool(starts))  # fmt: skip
         if claimed is FAILED:
             self.in_doubt.failed(starts)  # each may have committed all the same
@@ -144,7 +149,7 @@ class StoreRecorder(OffLoop):
             if isinstance(claim, int):
                 self._prepared[start.run_id] = claim
             else:
-                refused[(start.job, start.slot)] = "taken" if claim is None else "busy"
+                refused[(start.job, start.slot)] = "taken" if claim is None else claim  # busy, done
         quiet = {key for key, ours in zip(mine, claimed.told, strict=True) if not ours}
         return Claims(refused, quiet)
 
@@ -189,12 +194,15 @@ class StoreRecorder(OffLoop):
             write_end = functools.partial(self._held.__setitem__, run.run_id)
         now = self.clock.now()  # not when it is written: that may be later (held, away)
 
+        chained = self.chains(run, result) if self.chains and run.ends_with(result) else []
+        more = _kw(chained if self.replica is None else [])  # in the end's commit
+
         def end(store: Store) -> LateEnd | None:
             row = _row_of(token)  # None: its start was never written
             lost_at = None if row is None else store.end(
                 row, job=run.job, run_id=run.run_id, finished=now,
                 outcome=result.outcome.value, exit_code=result.exit_code,
-                duration_s=result.duration_s, output=tail, keep=self.history.get(run.job),
+                duration_s=result.duration_s, output=tail, keep=self.history.get(run.job), **more,
             )  # fmt: skip
             return None if lost_at is None else LateEnd(run, result, lost_at)
 
@@ -217,6 +225,11 @@ class StoreRecorder(OffLoop):
         """The cursors the previous daemon left, or none."""
         cursors = self.write(lambda store: store.cursors())
         return {} if cursors is FAILED else cursors
+
+    def counts(self) -> dict[str, int]:
+        """The scheduled runs each job has had (`max_runs`), or none."""
+        counts = self.write(lambda store: store.run_counts())
+        return {} if counts is FAILED else counts
 
     def ran_in_boot(self, job: str, boot: str | None) -> bool:
         """Whether `job` (`@reboot`) started in this host boot. Without a store, or a boot
@@ -255,6 +268,11 @@ class _Row:
 
     def found(self, row_id: int) -> None:
         self.id = row_id
+
+
+def _kw(chained: Sequence[object]) -> dict[str, Any]:
+    """The SQLite store's `chained` argument, when there is one (docs/workflows.md)."""
+    return {"chained": chained} if chained else {}
 
 
 def _row_of(token: object) -> int | None:

@@ -41,6 +41,7 @@ class RunHandle(Protocol):
 # Called by a run just before it spawns its process (and by the loop before anything else
 # it does for a slot): returns at the slot, not before (crond/daemon/loop.py, Loop._tick).
 Gate = Callable[[], None]
+Starts = Sequence[tuple[LoadedJob, datetime]]  # the runs one claim records: (job, slot)
 
 
 # The loop's runs are of one kind: the daemon's are crond.run.runner.Run, the tests' stand-ins.
@@ -56,10 +57,12 @@ class Effects(Protocol[R]):
         """Spawn a run of `job` for `slot` now (passing `gate` just before the spawn)."""
 
     async def claim(
-        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
+        self, starts: Starts, told: Sequence[Key], at: datetime, *, counted: bool = False
     ) -> Claims:
         """Record `starts` (started at `at`) before any is spawned, and with replicas claim
         them and the `told` slots, in one round trip: what may not start, what not tell.
+        `counted`: the starts are the schedule's (not a trigger's), counted toward their
+        jobs' `max_runs`.
         Without replicas it is done at once (a local file); with them it is awaited, at
         most a deadline (crond/daemon/offloop.py), the core locked meanwhile (the loop's)."""
 

@@ -11,6 +11,7 @@ found again at each spawn (`launch`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from datetime import datetime
@@ -23,6 +24,7 @@ from crond.daemon.recorder import StoreRecorder
 from crond.daemon.runs import Gate
 from crond.run import runner
 from crond.schedule.actions import Claims, Key
+from crond.schedule.chains import Parent
 from crond.store.base import Start
 
 # systemd's messages to this process: a job must not talk to systemd in crond's name.
@@ -67,6 +69,8 @@ class Spawner:
         }
         self.environ = _without_secrets(self._environ, cfg)
         self._run_ids: dict[tuple[str, datetime], str] = {}  # run ids chosen by `claim`
+        # The chained starts the core decided, by (child, slot): the core's own map.
+        self.parents: dict[Key, Parent] = {}
 
     def launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
         """A run of `job`, spawned now; the loop drives it in its TaskGroup."""
@@ -75,8 +79,9 @@ class Spawner:
             cached = (job, runner.spec_for(job, self.environ))
             self.specs[job.name] = cached
         run_id = self._run_ids.pop((job.name, slot), None)
+        parent = self.parents.pop((job.name, slot), None)  # a chained run's (the core's)
         return runner.Run(
-            cached[1],
+            cached[1] if parent is None else _chained(cached[1], parent),
             slot,
             run_id=run_id,
             clock=self.clock,
@@ -86,7 +91,12 @@ class Spawner:
         )
 
     async def claim(
-        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Key], at: datetime
+        self,
+        starts: Sequence[tuple[LoadedJob, datetime]],
+        told: Sequence[Key],
+        at: datetime,
+        *,
+        counted: bool = False,
     ) -> Claims:
         """The runs one wake is about to start at `at` (the wake may come just before):
         their `started` rows in one commit, before the first spawn (one per run would
@@ -101,7 +111,20 @@ class Spawner:
             for job, slot in starts
         }
         records = [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()]
-        return await self.recorder.prepare(records, told, started=at)
+        # A chained start takes its record away in the commit that records it.
+        chained = [
+            (name, parent.run_id)
+            for name, slot in self._run_ids
+            if (parent := self.parents.get((name, slot))) is not None
+        ]
+        limits = {
+            job.name: job.settings.max_runs
+            for job, _ in starts
+            if counted and job.settings.max_runs is not None
+        }
+        return await self.recorder.prepare(
+            records, told, started=at, chained=chained, limits=limits
+        )
 
     def reload(self, cfg: LoadedConfig) -> None:
         """A reload: the specs of the jobs no longer in the file are forgotten, and all of
@@ -111,6 +134,17 @@ class Spawner:
             self.environ, self.specs = environ, {}
         jobs = cfg.jobs
         self.specs = {name: spec for name, spec in self.specs.items() if name in jobs}
+
+
+def _chained(spec: runner.RunSpec, parent: Parent) -> runner.RunSpec:
+    """A chained run's spec: the job's, with what it is told of its parent's end."""
+    told = {
+        "CROND_PARENT_JOB": parent.job,
+        "CROND_PARENT_RUN_ID": parent.run_id,
+        "CROND_PARENT_OUTCOME": parent.outcome,
+        "CROND_PARENT_EXIT_CODE": "" if parent.exit_code is None else str(parent.exit_code),
+    }
+    return dataclasses.replace(spec, env={**spec.env, **told})
 
 
 def _without_secrets(environ: dict[str, str], cfg: LoadedConfig) -> dict[str, str]:

@@ -76,7 +76,7 @@ class Telling:
         if metrics is not None and self.metrics is None:
             from crond.notify.metrics import Metrics  # noqa: PLC0415  (only when on)
 
-            self.metrics = Metrics(__version__, self._live, clock=self.clock)
+            self.metrics = Metrics(__version__, self._live, clock=self.clock, locks=self._locks)
         if self.metrics is not None:
             self.metrics.set_jobs(cfg.jobs)
             self.metrics.set_notifiers(cfg.notifiers)  # and "ping", always
@@ -123,6 +123,16 @@ class Telling:
             fire = entry.next_fire
             at = fire.at.timestamp() if fire is not None and entry.job.settings.enabled else None
             yield name, len(running.get(name, ())), at
+
+    def _locks(self) -> Iterator[tuple[str, int, int, int]]:
+        """Each lock's capacity, holders and waiting runs, read at a scrape."""
+        locks = self.loop.core.locks
+        waiting: dict[str, int] = {}
+        for item in locks.waiting():
+            for name in item.job.settings.locks or ():
+                waiting[name] = waiting.get(name, 0) + 1
+        for name, capacity in locks.capacity.items():
+            yield name, capacity, locks.held.get(name, 0), waiting.get(name, 0)
 
     def paused(self, job: str, paused: bool) -> None:
         """A pause began or ended (crond/daemon/pausing.py): crond_job_paused."""

@@ -11,6 +11,7 @@ import functools
 from collections.abc import Iterable
 
 from crond.clock import Clock
+from crond.config import schedparts
 from crond.config.loaded import LoadedJob
 from crond.daemon.loop import Loop
 from crond.daemon.recorder import StoreRecorder
@@ -53,4 +54,6 @@ class StoreView:
 
 def _view_row(entry: Entry) -> ViewRow:
     job = entry.job
-    return view_row(entry.name, job.settings.enabled, job.schedule_text, entry.next_fire)
+    fire = entry.next_fire
+    done = None if fire is not None else schedparts.done_text(job, entry.cursor, entry.runs)
+    return view_row(entry.name, job.settings.enabled, job.schedule_text, fire, done)

@@ -74,6 +74,8 @@ __all__ = [
 
 # (job_name, runs running now, next fire as epoch seconds or None), read at each scrape.
 Live = Callable[[], Iterable[tuple[str, int, float | None]]]
+# (lock, capacity, runs holding it, runs waiting for it) of each lock, read at each scrape.
+LocksLive = Callable[[], Iterable[tuple[str, int, int, int]]]
 
 REUSE_S = 1.0  # route() answers the same page for this long (Prometheus scrapes every 15 s+)
 RESULTS = ("sent", "failed")
@@ -86,9 +88,16 @@ class Metrics:
     and each job's next fire."""
 
     def __init__(
-        self, version: str, live: Live, *, reuse_s: float = REUSE_S, clock: Clock | None = None
+        self,
+        version: str,
+        live: Live,
+        *,
+        reuse_s: float = REUSE_S,
+        clock: Clock | None = None,
+        locks: LocksLive | None = None,
     ) -> None:
         self._version = version
+        self._locks = locks
         self._clock: Clock = clock or SystemClock()  # its monotonic seconds: route()'s reuse
         self._live = live
         self._reuse_s = reuse_s
@@ -204,7 +213,11 @@ class Metrics:
             reload_at=self._reload_at,
             notifications={name: dict(counts) for name, counts in self._notifications.items()},
             version=self._version,
+            locks=self._read_locks(),
         )
+
+    def _read_locks(self) -> list[tuple[str, int, int, int]]:
+        return [] if self._locks is None else list(self._locks())
 
     def _read_live(self) -> tuple[dict[str, int], dict[str, float]]:
         running: dict[str, int] = {}
@@ -253,6 +266,12 @@ class Metrics:
             for result, count in counts.items():
                 notifications.add_metric([notifier, result], count)
         yield notifications
+        locks = self._read_locks()
+        for key, i in (("lock_capacity", 1), ("lock_held", 2), ("lock_waiting", 3)):
+            family = GaugeMetricFamily(*_named(key), labels=["lock"])
+            for lock in locks:
+                family.add_metric([lock[0]], float(lock[i]))
+            yield family
         yield GaugeMetricFamily(*_named("jobs"), value=len(self._jobs))
         build = GaugeMetricFamily(*_named("build"), labels=["version"])
         build.add_metric([self._version], 1)

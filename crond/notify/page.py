@@ -21,11 +21,12 @@ import asyncio
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 
 from crond.notify.exposition import escaped, go_float, histogram, label_value, number, whole
 
 OUTCOMES = ("success", "failed", "timeout", "killed")  # crond.run.attempt.Outcome
-SKIP_REASONS = ("overlap", "paused", "max_running")
+SKIP_REASONS = ("overlap", "paused", "max_running", "lock")
 DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600)
 LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 DURATION_LE = (*(go_float(b) for b in DURATION_BUCKETS), "+Inf")
@@ -77,6 +78,9 @@ FAMILIES = {
         "counter",
         "Notifications delivered (sent) or given up (failed), by notifier.",
     ),
+    "lock_capacity": ("crond_lock_capacity", "gauge", "How many runs may hold a lock at once."),
+    "lock_held": ("crond_lock_held", "gauge", "Runs holding a lock now."),
+    "lock_waiting": ("crond_lock_waiting", "gauge", "Due runs waiting for a lock now."),
     "jobs": ("crond_jobs", "gauge", "Jobs in the schedules file."),
     "build": ("crond_build_info", "gauge", "crond's version (the value is always 1)."),
 }
@@ -124,6 +128,8 @@ class Reading:
     reload_at: float
     notifications: dict[str, dict[str, int]]
     version: str
+    locks: list[tuple[str, int, int, int]] = dataclass_field(default_factory=list)  # (name,
+    # capacity, held, waiting) of each lock of the file (docs/workflows.md)
 
 
 def render(reading: Reading) -> bytes:
@@ -196,8 +202,14 @@ def _tail(reading: Reading) -> Iterator[str]:
         prefix = f'crond_notifications_total{{notifier="{label_value(notifier)}",result='
         for result, count in counts.items():
             yield f'{prefix}"{escaped(result)}"}} {whole(count)}\n'
+    for key, i in (("lock_capacity", 1), ("lock_held", 2), ("lock_waiting", 3)):
+        yield from _gauges(key, ((lock_label(lock[0]), float(lock[i])) for lock in reading.locks))
     yield from _gauges("jobs", [("", len(reading.jobs))])
     yield from _gauges("build", [(f'version="{label_value(reading.version)}"', 1)])
+
+
+def lock_label(name: str) -> str:
+    return f'lock="{label_value(name)}"'
 
 
 def _head(key: str) -> str:

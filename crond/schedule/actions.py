@@ -23,7 +23,8 @@ Key = tuple[str, datetime]
 # Why a start was not claimed (per (job, slot)): another replica holds the claim (it runs
 # the slot); a run of the job goes on another replica and the job runs one at a time
 # (`overlap: skip`); or the database did not answer (tried again: crond/schedule/unclaimed.py).
-Refusal = Literal["taken", "busy", "database"]
+# "done": the job has had its `max_runs` scheduled runs (counted in the store).
+Refusal = Literal["taken", "busy", "database", "done"]
 Refused = Mapping[Key, Refusal]
 
 
@@ -85,6 +86,18 @@ class Queued:
 
 
 @dataclass(frozen=True)
+class LockWait:
+    """A due start waits for its locks (`job.waiting`, reason `lock`): the first lock
+    without room and its holders, (job, slot) each."""
+
+    job: LoadedJob
+    slot: datetime
+    lock: str
+    holders: tuple[Key, ...]
+    at_slot = True
+
+
+@dataclass(frozen=True)
 class Resumed:
     """A pause ran out by itself: its job, and the slots it passed over."""
 
@@ -105,4 +118,4 @@ class Moved:
 
 # Every action says whether it is of the wake's instant (`at_slot`): the loop carries it
 # out not before that instant (logged, stopped, queued at the slot, not in the lead).
-Action = Start | Replace | Tell | Queued | Resumed | Moved
+Action = Start | Replace | Tell | Queued | LockWait | Resumed | Moved

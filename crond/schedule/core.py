@@ -11,7 +11,8 @@ carries out the actions.
 A wake's first step, `propose`, is crond/schedule/proposal.py's; its second, `settle`,
 is here. The one place that decides "this slot starts" is `Core._slot`: a due slot
 starts when the rules say so (`rules.decide`), it replaces no run going, the daemon's
-limit does not hold it (`queue`), and its claim was not refused.
+limit does not hold it (`queue`), it took its locks (`locks`, in `propose`) and its
+claim was not refused.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ from crond.schedule.actions import (
     Start,
     Tell,
 )
+from crond.schedule.backlog import Backlog
+from crond.schedule.chains import Chains
 from crond.schedule.heap import ConfigDiff, Schedule
+from crond.schedule.locks import Locks
 from crond.schedule.pauses import Pauses
 from crond.schedule.proposal import Proposal, Proposer, Running, told_slot
 from crond.schedule.queue import RunQueue
@@ -50,15 +54,35 @@ class Core:
         self.pauses = Pauses(self.schedule)
         self.queue = RunQueue(self.schedule)
         self.unclaimed = Unclaimed(self.schedule)
-        self._proposer = Proposer(self.schedule, self.pauses, self.queue, self.unclaimed)
+        self.backlog = Backlog(self.schedule)  # runs waiting for their own job
+        self.locks = Locks(self.schedule)
+        self.chains = Chains()
+        self._proposer = Proposer(
+            self.schedule,
+            self.pauses,
+            self.queue,
+            self.unclaimed,
+            self.backlog,
+            locks=self.locks,
+            chains=self.chains,
+        )
 
     # --- what the shell is told to change ---------------------------------------------
 
     def load(
-        self, jobs: Mapping[str, LoadedJob], now: datetime, resume: Mapping[str, datetime] | None
+        self,
+        jobs: Mapping[str, LoadedJob],
+        now: datetime,
+        resume: Mapping[str, datetime] | None,
+        runs: Mapping[str, int] | None = None,
     ) -> ConfigDiff:
-        """Swap in a new set of jobs (`Schedule.load`)."""
-        return self.schedule.load(jobs, now, resume)
+        """Swap in a new set of jobs (`Schedule.load`) and their chains; `runs`: the
+        scheduled runs each job has had (`max_runs`), as the store counted them."""
+        self.chains.load(jobs)
+        diff = self.schedule.load(jobs, now, resume, runs)
+        for name in (*diff.removed, *diff.changed):
+            self.backlog.drop(name)
+        return diff
 
     def wake_at(self, lead: timedelta) -> datetime | None:
         """When the next wake is due by itself: `lead` before the earliest fire (its runs
@@ -67,7 +91,16 @@ class Core:
         due = self.schedule.next_due()
         times = [due[0] - lead] if due else []
         times += [
-            t for t in (self.pauses.ends, self.queue.wake_at(), self.unclaimed.wake_at()) if t
+            t
+            for t in (
+                self.pauses.ends,
+                self.queue.wake_at(),
+                self.unclaimed.wake_at(),
+                self.backlog.wake_at(),
+                self.locks.wake_at(),
+                self.chains.wake_at(),
+            )
+            if t
         ]
         return min(times, default=None)
 
@@ -85,14 +118,18 @@ class Core:
         # A start waiting in the queue or for the database is going too: its retry
         # would otherwise start beside the trigger's run.
         going = runs + self.queue.counts.get(name, 0) + (name in self.unclaimed)
-        if going and settings.overlap is Overlap.SKIP:
-            return f"{name} has a run going and overlap: skip"
+        going += self.locks.counts.get(name, 0) + self.backlog.count(name)
+        if going and settings.overlap in {Overlap.SKIP, Overlap.QUEUE}:
+            return f"{name} has a run going and overlap: {settings.overlap.value}"
         limit = settings.max_running
         if limit is not None and going >= limit:
             return f"{name}'s max_running ({limit}) is reached: {going} going"
         replacing = bool(runs) and settings.overlap is Overlap.REPLACE
         if not replacing and (refusal := self.queue.refusal(sum(running.values()))):
             return refusal
+        if (refusal := self.locks.refusal(entry.job)) is not None:
+            return refusal
+        self.locks.take(entry.job, now)  # (given back if its claim is refused: the loop's)
         actions: list[Action] = []
         if settings.overlap is Overlap.REPLACE:
             actions += self._dropped(name)
@@ -106,9 +143,14 @@ class Core:
         """A start whose claim was refused: what comes of it. "taken": nothing (another
         replica runs it, and tells). "busy": another replica runs the job, which runs one
         at a time: this one holds the slot's claim, so it tells of the skip. "database":
-        the start waits and is tried again (an older waiting start of the job is missed)."""
+        the start waits and is tried again (an older waiting start of the job is missed).
+        Either way its locks, if it took them, are given back."""
+        self.locks.release(job.name, slot)
         if reason == "database":
             return [_checked(*missed) for missed in self.unclaimed.put(job, slot, now)]
+        if reason == "done":  # another replica ran the job's last counted run
+            self.schedule.done(job.name)
+            return []
         if reason == "busy":
             skip = self.schedule.about(job.name, slot, skip=slot, skip_reason="overlap")
             return [Tell(job, skip)]
@@ -130,7 +172,7 @@ class Core:
             for a in proposal.first
             if not (isinstance(a, Tell) and told_slot(a.decision) in quiet)
         ]
-        for job, slot in proposal.drained:
+        for job, slot in (*proposal.unlocked, *proposal.drained):
             actions += self._start_or(job, slot, claims, now)
         if proposal.retried:
             for job, slot in proposal.retried:
@@ -169,6 +211,8 @@ class Core:
         refused. `running`: the runs going before it."""
         slot = decided.start
         reason = claims.refused.get((job.name, slot)) if slot is not None else None
+        if reason in ("taken", "busy") and slot is not None:
+            self.locks.release(job.name, slot)  # ("database": `refused` gives them back)
         if reason == "taken":
             return []  # the replica that holds the claim runs it, and tells all of it
         decision = decided
@@ -178,6 +222,8 @@ class Core:
             )
             slot = reason = None
         actions: list[Action] = [Tell(job, decision, gated=True)] if _tells(decision) else []
+        if decision.waits:
+            actions += self.backlog.wait(job, decision, running)
         if slot is None:
             return actions
         if decision.replace:
@@ -187,9 +233,12 @@ class Core:
         elif i in proposal.held:
             self.queue.put(job, slot)
             actions.append(Queued(job, slot, running))
+        elif i in proposal.lock_waits:
+            actions.append(self.locks.wait(job, slot))
         elif reason is not None:
             actions += self.refused(job, slot, reason, proposal.now)
         else:
+            self.schedule.counted(job.name)
             actions.append(Start(job, slot, gated=True))
         return actions
 
@@ -199,7 +248,10 @@ class Core:
         self, job: LoadedJob, slot: datetime, claims: Claims, now: datetime
     ) -> list[Action]:
         reason = claims.refused.get((job.name, slot))
-        return [Start(job, slot)] if reason is None else self.refused(job, slot, reason, now)
+        if reason is not None:
+            return self.refused(job, slot, reason, now)
+        self.schedule.counted(job.name)
+        return [Start(job, slot)]
 
     def _dropped(self, name: str) -> list[Action]:
         """`name`'s queued runs, replaced by a newer one: missed."""
@@ -223,4 +275,5 @@ TRIGGER_REFUSED: dict[Refusal, str] = {
     "taken": "another replica claimed the same instant for {name}; try again",
     "busy": "{name} has a run going on another replica and overlap: skip",
     "database": "the database is unavailable, and no run starts without a claim",
+    "done": "{name} has had its max_runs scheduled runs",
 }

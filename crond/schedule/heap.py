@@ -38,11 +38,16 @@ class Schedule:
             heapq.heappush(self._heap, (entry.next_fire.at, next(self._seq), entry.name))
 
     def load(
-        self, jobs: Mapping[str, LoadedJob], now: datetime, resume: Mapping[str, datetime] | None
+        self,
+        jobs: Mapping[str, LoadedJob],
+        now: datetime,
+        resume: Mapping[str, datetime] | None,
+        runs: Mapping[str, int] | None = None,
     ) -> ConfigDiff:
         """Swap in a new set of jobs. Unchanged jobs keep their entry; changed jobs keep
-        their cursor (no slot runs twice). `resume`: the cursors a previous daemon left
-        (`rules.first_cursor` says where a new job starts)."""
+        their cursor (no slot runs twice) and their count of runs. `resume`: the cursors a
+        previous daemon left (`rules.first_cursor` says where a new job starts); `runs`:
+        the scheduled runs each job has had (`max_runs`), as the store counted them."""
         old = self.entries
         added = [name for name in jobs if name not in old]
         removed = [name for name in old if name not in jobs]
@@ -51,12 +56,32 @@ class Schedule:
             self.remove(name)
         for name in added:
             before = resume.get(name) if resume else None
-            self.put(make_entry(jobs[name], first_cursor(jobs[name], now, before)))
+            count = runs.get(name, 0) if runs else 0
+            self.put(make_entry(jobs[name], first_cursor(jobs[name], now, before), count))
         for name in changed:
             cursor = max(old[name].cursor, now)
+            count = old[name].runs
             self.remove(name)
-            self.put(make_entry(jobs[name], cursor))
+            self.put(make_entry(jobs[name], cursor, count))
         return ConfigDiff(added, removed, changed)
+
+    def counted(self, name: str) -> None:
+        """A scheduled run of `name` starts: one more toward its `max_runs`; the last one
+        leaves it no next fire."""
+        entry = self.entries.get(name)
+        if entry is None or entry.job.settings.max_runs is None:
+            return
+        entry.runs += 1
+        if not entry.runs_left:
+            entry.next_fire = None
+
+    def done(self, name: str) -> None:
+        """`name` has had its `max_runs` (another replica's claims counted the last)."""
+        entry = self.entries.get(name)
+        limit = None if entry is None else entry.job.settings.max_runs
+        if entry is not None and limit is not None:
+            entry.runs = max(entry.runs, limit)
+            entry.next_fire = None
 
     def remove(self, name: str) -> Entry | None:
         return self.entries.pop(name, None)  # its heap items become stale

@@ -22,7 +22,7 @@ The rules `RunQueue` keeps (crond/schedule/core.py asks it at every wake that st
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -86,13 +86,21 @@ class RunQueue:
         return None
 
     def hold(
-        self, decisions: list[Decision], replacing: Collection[int], running: int
+        self,
+        decisions: list[Decision],
+        replacing: Collection[int],
+        running: int,
+        takes: Callable[[int], bool] | None = None,
     ) -> frozenset[int]:
         """Which of a wake's decisions wait (their indexes): the starts beyond the limit,
         and all starts while runs wait. `replacing`: the decisions that replace runs going
-        (never held)."""
+        (never held). `takes`: asked of each start not held whether it takes its locks
+        (locks.py); one that does not takes no place either."""
         limit = self.limit
         if limit is None:
+            for i, decision in enumerate(decisions):
+                if takes is not None and decision.start is not None and i not in replacing:
+                    takes(i)
             return _NOTHING_HELD
         room = limit - running
         held: set[int] = set()
@@ -101,7 +109,7 @@ class RunQueue:
                 continue
             if self._items or room <= 0:
                 held.add(i)
-            else:
+            elif takes is None or takes(i):
                 room -= 1
         return frozenset(held)
 

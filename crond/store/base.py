@@ -16,12 +16,13 @@ database (the daemon opens it with `daemon.database`; `locate` for reading). doc
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from crond.store.rows import (
     BUSY,
+    DONE,
     EVERY,
     FAILED_OUTCOMES,
     AttemptRow,
@@ -48,6 +49,7 @@ from crond.store.rows import (
 # The values of crond/store/rows.py are re-exported: callers name them from here.
 __all__ = [
     "BUSY",
+    "DONE",
     "EVERY",
     "FAILED_OUTCOMES",
     "AttemptRow",
@@ -104,6 +106,10 @@ class Reader(Protocol):
         """Every job's summary, by name (jobs no longer in the file too)."""
         ...
 
+    def run_counts(self) -> dict[str, int]:
+        """Each job's scheduled runs counted so far (`max_runs`), by name."""
+        ...
+
     def status_rows(self) -> list[StatusRow]:
         """The daemon's view of its jobs, in the file's order, each with its summary."""
         ...
@@ -141,10 +147,13 @@ class RunRecords(Protocol):
         the spawn. Returns a token for `finish`."""
         ...
 
-    def start_many(self, starts: Sequence[Start], started: datetime) -> list[int]:
+    def start_many(
+        self, starts: Sequence[Start], started: datetime, limits: Mapping[str, int] | None = None
+    ) -> list[int]:
         """`start` for the first attempts of one wake's runs, in one commit. Returns
         their tokens, in order. Claims nothing: replicas sharing a store use
-        `claim_many`."""
+        `claim_many`. `limits`: the jobs whose starts count toward their `max_runs` (by
+        name: the limit), counted in the same commit (one daemon: its planner stops)."""
         ...
 
     def claim(
@@ -156,8 +165,11 @@ class RunRecords(Protocol):
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
+        limits: Mapping[str, int] | None = None,
     ) -> Claimed:
-        """One wake's claims, in one commit. `start_many` with a claim of each start's
+        """One wake's claims, in one commit. `limits` (job -> its `max_runs`): each won
+        claim of such a job is counted in the commit, or refused as DONE (nothing of it
+        recorded) when the job has had them all. `start_many` with a claim of each start's
         `(job, slot, copy)` (`copies`, in the starts' order; None: "" for each) that also
         moves every start's cursor. Per start, its token; or None when another replica
         holds the claim: then nothing is recorded for it, and it must not run; or BUSY for

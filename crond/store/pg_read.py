@@ -118,6 +118,13 @@ class Reads(Connection):
         )
         return self._decoded(lambda: [attempt_of(r) for r in rows])
 
+    def run_counts(self) -> dict[str, int]:
+        """Each job's scheduled runs so far (`max_runs`), in the cluster."""
+        rows = self._all(
+            "SELECT job, runs FROM crond_run_counts WHERE cluster = %s", (self.cluster,)
+        )
+        return self._decoded(lambda: {str(job): int(runs) for job, runs in rows})
+
     def summaries(self) -> dict[str, Summary]:
         rows = self._all(_SUMMARIES, (self.cluster,))
         return self._decoded(lambda: {r[0]: Summary._make(r) for r in rows})

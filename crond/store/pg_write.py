@@ -8,14 +8,14 @@ users get).
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import psycopg
 
 from crond.clock import iso_utc
-from crond.store.base import BUSY, AttemptRow, Claim, Claimed, Start
+from crond.store.base import BUSY, DONE, AttemptRow, Claim, Claimed, Start
 from crond.store.pg_cluster import CLOSE_LOST
 from crond.store.pg_conn import Connection, attempt_of, utc
 
@@ -50,6 +50,14 @@ WITH claim AS (
     RETURNING id
 )
 SELECT EXISTS (SELECT 1 FROM claim), (SELECT busy FROM busy), (SELECT id FROM attempt)
+"""
+# A job's scheduled run counted (`max_runs`): a row back while the count was below the
+# limit (%(limit)s), none once it is reached (the claim is then undone).
+_COUNT = """
+INSERT INTO crond_run_counts (cluster, job, runs) VALUES (%(cluster)s, %(job)s, 1)
+ON CONFLICT (cluster, job) DO UPDATE SET runs = crond_run_counts.runs + 1
+WHERE crond_run_counts.runs < %(limit)s
+RETURNING runs
 """
 # `overlap: replace` across replicas: the job's runs going on the others are asked to stop
 # (as `crond kill` asks; each stops its own within about two seconds).
@@ -117,12 +125,19 @@ class Runs(Connection):
             self._move_cursors(cur, [(job, cursor)])
             return row_id
 
-    def start_many(self, starts: Sequence[Start], started: datetime) -> list[int]:
-        """Records without claims (as SQLite's): replicas use `claim_many`."""
+    def start_many(
+        self, starts: Sequence[Start], started: datetime, limits: Mapping[str, int] | None = None
+    ) -> list[int]:
+        """Records without claims (as SQLite's): replicas use `claim_many`. The starts of
+        `limits`' jobs are counted, never refused (one daemon: its planner stops)."""
         with self._transaction() as cur:
             ids = [self._record_start(cur, job, run_id, slot, 1, started)
                    for job, run_id, slot in starts]  # fmt: skip
             self._move_cursors(cur, [(job, slot) for job, _, slot in starts])
+            for job, _, _ in starts:
+                if limits and job in limits:
+                    values = {"cluster": self.cluster, "job": job, "limit": 2**62}
+                    cur.execute(_COUNT, values)
             return ids
 
     def finish(
@@ -284,6 +299,7 @@ class Claiming(Runs):
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
+        limits: Mapping[str, int] | None = None,
     ) -> Claimed:
         """One wake's claims in one transaction: its starts' and its told slots' (copy "";
         `_ANCHOR` says how `one` and `all` claims of a slot exclude each other). Claims
@@ -310,11 +326,8 @@ class Claiming(Runs):
                     "replica": self._replica, "run_id": starts[i][1], "started": started,
                     "exclusive": not copy and job in exclusive,
                 }  # fmt: skip
-                if copy:
-                    cur.execute(_ANCHOR, values)
-                cur.execute(_CLAIM, values)
-                claimed, busy, row_id = cur.fetchone()  # type: ignore[misc]
-                ids[i] = int(row_id) if row_id is not None else BUSY if claimed and busy else None
+                limit = None if copy or limits is None else limits.get(job)
+                ids[i] = self._claim_start(cur, values, limit)
             won = sorted(
                 (starts[i], ids[i], copies[i])
                 for _, i in order
@@ -330,6 +343,27 @@ class Claiming(Runs):
             if starts:
                 self._move_cursors(cur, [(job, slot) for job, _, slot in starts])
         return Claimed(ids, got)
+
+    @staticmethod
+    def _claim_start(cur: Any, values: dict[str, Any], limit: int | None) -> Claim:
+        """One start's claim (and its anchor, for a copy). With `limit` (the job's
+        `max_runs`), a won claim is counted, or undone with its attempt and DONE when the
+        job has had them all."""
+        if limit is not None:
+            cur.execute("SAVEPOINT crond_count")
+        if values["copy"]:
+            cur.execute(_ANCHOR, values)
+        cur.execute(_CLAIM, values)
+        claimed, busy, row_id = cur.fetchone()
+        if row_id is None:
+            return BUSY if claimed and busy else None
+        if limit is None:
+            return int(row_id)
+        cur.execute(_COUNT, {**values, "limit": limit})
+        if cur.fetchone() is not None:
+            return int(row_id)
+        cur.execute("ROLLBACK TO SAVEPOINT crond_count")
+        return DONE
 
     def _claim_told(self, cur: Any, job: str, slot: datetime, claimed: datetime) -> bool:
         """A claim with no attempt (a slot skipped or missed: the one replica that gets it

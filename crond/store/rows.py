@@ -29,7 +29,9 @@ class ReplicaTaken(StateError):  # noqa: N818  (the name the daemon and docs use
 # A claim's answer (`Store.claim_many`): the attempt's token; None, another replica holds
 # the claim; BUSY, the job runs one at a time and a run of it goes on.
 BUSY: Literal["busy"] = "busy"
-Claim = int | Literal["busy"] | None
+# DONE: the job has had its `max_runs` scheduled runs (docs/schedules.md): it starts no more.
+DONE: Literal["done"] = "done"
+Claim = int | Literal["busy", "done"] | None
 
 
 class Claimed(NamedTuple):
@@ -45,6 +47,17 @@ class Start(NamedTuple):
 
     job: str
     run_id: str
+    slot: datetime
+
+
+class Chained(NamedTuple):
+    """A chained run not yet started (docs/workflows.md): the child, and its parent's end."""
+
+    job: str
+    parent_job: str
+    parent_run_id: str
+    outcome: str
+    exit_code: int | None
     slot: datetime
 
 
@@ -196,10 +209,14 @@ class NextFire(Protocol):
     def note(self) -> str | None: ...
 
 
-def view_row(name: str, enabled: bool, schedule: str, fire: NextFire | None) -> ViewRow:
-    """A job's row of a view: what status shows of it besides the history."""
+def view_row(
+    name: str, enabled: bool, schedule: str, fire: NextFire | None, done: str | None = None
+) -> ViewRow:
+    """A job's row of a view: what status shows of it besides the history. `done`: why a
+    job that fires no more is done (its `at` instants have run, its `end` passed, its
+    `max_runs` reached), kept where the next fire's note goes."""
     if fire is None or not enabled:
-        return ViewRow(name, enabled, schedule, None, None, None, None)
+        return ViewRow(name, enabled, schedule, None, None, None, done if enabled else None)
     at = fire.at
     return ViewRow(
         name, enabled, schedule, at.timestamp(), iso_utc(at), fire.local.isoformat(), fire.note

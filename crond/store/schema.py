@@ -94,6 +94,22 @@ CREATE TABLE IF NOT EXISTS outbox (
     body TEXT NOT NULL,
     created REAL NOT NULL
 );
+-- Chained runs (docs/workflows.md) not yet started: written in the commit that ends the
+-- parent's run, taken away in the commit that records the child's start (or when the
+-- child is skipped), so a crash in between starts the child after the restart, once. A
+-- new table without a new schema version, as those above.
+CREATE TABLE IF NOT EXISTS chained (
+    job TEXT NOT NULL,
+    parent_run_id TEXT NOT NULL,
+    parent_job TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    exit_code INTEGER,
+    slot REAL NOT NULL,
+    PRIMARY KEY (job, parent_run_id)
+);
+-- Each job's scheduled runs so far (`max_runs`, docs/schedules.md), one row a job,
+-- counted in the commit that records the run's start. A new table, no new version.
+CREATE TABLE IF NOT EXISTS run_counts (job TEXT PRIMARY KEY, runs INTEGER NOT NULL);
 -- Jobs paused by an operator (`crond pause`), one row a job, so a pause outlives a
 -- reload, a restart and a crash; the daemon deletes a row when the job is resumed or its
 -- `until` passes. `who` is JSON text {"uid", "user", "pid"}: the peer of the control

@@ -19,7 +19,7 @@ from typing import Any
 
 from crond.store.base import StateError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Kill requests (`crond kill` reaching every replica): new in schema 2.
 _KILLS = (
     """CREATE TABLE IF NOT EXISTS crond_kills (
@@ -62,8 +62,24 @@ _LATE_AND_EACH = (
         FROM crond_claims WHERE copy <> '' ORDER BY cluster, job, slot, claimed
         ON CONFLICT DO NOTHING""",
 )
+# New in schema 5 (docs/schedules.md, `max_runs`): each job's scheduled runs so far, one
+# row a job, counted in the transaction that claims the run: a claim past the job's
+# `max_runs` is refused, whichever replica asks.
+_RUN_COUNTS = (
+    """CREATE TABLE IF NOT EXISTS crond_run_counts (
+        cluster text NOT NULL,
+        job text NOT NULL,
+        runs bigint NOT NULL,
+        PRIMARY KEY (cluster, job)
+    )""",
+)
 # version -> the statements that bring it to version + 1.
-UPGRADES: dict[int, tuple[str, ...]] = {1: _KILLS, 2: _RESUMES, 3: _LATE_AND_EACH}
+UPGRADES: dict[int, tuple[str, ...]] = {
+    1: _KILLS,
+    2: _RESUMES,
+    3: _LATE_AND_EACH,
+    4: _RUN_COUNTS,
+}
 # The transaction-scoped advisory lock the creation and upgrades run under (any constant
 # of our own: "crond" in ASCII). Only the migration takes it; claims never do.
 MIGRATION_LOCK = 0x63726F6E64
@@ -193,6 +209,7 @@ TABLES = (
     *_KILLS,
     *_RESUMES,
     *_LATE_AND_EACH,
+    *_RUN_COUNTS,
 )
 
 

@@ -125,6 +125,13 @@ class Reads:
         rows = self._all(ATTEMPTS + where + " ORDER BY id DESC LIMIT ?", (*params, limit))
         return decoded(self.path, lambda: [attempt_of(r) for r in reversed(rows)])
 
+    def run_counts(self) -> dict[str, int]:
+        """Each job's scheduled runs so far (`max_runs`); none in a store a daemon older
+        than the table has not opened since."""
+        known = self._all("SELECT 1 FROM sqlite_master WHERE name = 'run_counts'")
+        rows = self._all("SELECT job, runs FROM run_counts") if known else []
+        return decoded(self.path, lambda: {str(job): int(runs) for job, runs in rows})
+
     def summaries(self) -> dict[str, Summary]:
         rows = self._all(_SUMMARIES)
         return decoded(self.path, lambda: {r[0]: Summary._make(r) for r in rows})

@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from crond.clock import iso_utc
 from crond.store.base import AttemptRow, Claim, Claimed, StateError
+from crond.store.rows import Chained
 from crond.store.sqlite_read import ATTEMPTS, Reads, attempt_of, decoded, failure
 
 
@@ -68,10 +69,22 @@ class Runs(Writes):
             return _record_start(db, job, run_id, slot, attempt, started)
 
     def start_many(
-        self, starts: Sequence[tuple[str, str, datetime]], started: datetime
+        self,
+        starts: Sequence[tuple[str, str, datetime]],
+        started: datetime,
+        limits: Mapping[str, int] | None = None,
+        *,
+        chained: Sequence[tuple[str, str]] = (),
     ) -> list[int]:
+        """(`chained`: the chained starts among them, (job, parent's run id): their
+        records go in the same commit.)"""
         with self._transaction() as db:
             move_cursors(db, [(job, slot) for job, _, slot in starts])
+            if chained:
+                db.executemany("DELETE FROM chained WHERE job = ? AND parent_run_id = ?", chained)
+            if limits:
+                counted = [(job,) for job, _, _ in starts if job in limits]
+                db.executemany(_COUNT, counted)
             return [
                 _record_start(db, job, run_id, slot, 1, started) for job, run_id, slot in starts
             ]
@@ -85,13 +98,14 @@ class Runs(Writes):
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),  # noqa: ARG002  (the Protocol's: nothing is busy)
         replacing: Collection[str] = (),  # noqa: ARG002  (its daemon's runs are all its own)
+        limits: Mapping[str, int] | None = None,
     ) -> Claimed:
         """`start_many`: one daemon a store (it is locked), so no claim is ever lost (and
         its daemon's planner knows its runs: none is BUSY here); every slot is its own to
         tell of."""
         if copies is not None and len(copies) != len(starts):
             raise ValueError("claim: one copy a start")
-        ids: list[Claim] = list(self.start_many(starts, started)) if starts else []
+        ids: list[Claim] = list(self.start_many(starts, started, limits)) if starts else []
         return Claimed(ids, [True] * len(told))
 
     def claim_many(
@@ -116,8 +130,15 @@ class Runs(Writes):
         duration_s: float,
         output: Sequence[str],
         keep: int | None = None,
+        chained: Sequence[Chained] = (),
     ) -> None:
         with self._transaction() as db:
+            if chained:  # the runs this end starts: in its commit (docs/workflows.md)
+                db.executemany(
+                    "INSERT OR IGNORE INTO chained VALUES (?, ?, ?, ?, ?, ?)",
+                    [(c.job, c.parent_run_id, c.parent_job, c.outcome, c.exit_code,
+                      c.slot.timestamp()) for c in chained],
+                )  # fmt: skip
             changes_before = db.total_changes
             db.execute(
                 "UPDATE attempts SET finished = ?, outcome = ?, exit_code = ?, duration_s = ?, "
@@ -146,6 +167,7 @@ class Runs(Writes):
         duration_s: float,
         output: Sequence[str],
         keep: int | None = None,
+        chained: Sequence[Chained] = (),
     ) -> datetime | None:
         """`finish`: a lone daemon's lost attempts are a dead process's, never ended late."""
         self.finish(
@@ -158,8 +180,28 @@ class Runs(Writes):
             duration_s=duration_s,
             output=output,
             keep=keep,
+            chained=chained,
         )
         return None
+
+    def pending_chained(self) -> list[Chained]:
+        """The chained runs recorded and not yet started, oldest parent slot first."""
+        rows = self._all(
+            "SELECT job, parent_job, parent_run_id, outcome, exit_code, slot FROM chained "
+            "ORDER BY slot, rowid"
+        )
+        return decoded(
+            self.path,
+            lambda: [
+                Chained(job, parent_job, run_id, outcome, code, datetime.fromtimestamp(slot, UTC))
+                for job, parent_job, run_id, outcome, code, slot in rows
+            ],
+        )
+
+    def drop_chained(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Chained runs that will not start (skipped, their job gone), (job, run id) each."""
+        with self._transaction() as db:
+            db.executemany("DELETE FROM chained WHERE job = ? AND parent_run_id = ?", keys)
 
     def close_lost(self, now: datetime) -> list[AttemptRow]:
         with self._transaction() as db:
@@ -173,6 +215,10 @@ class Runs(Writes):
                 [(iso_utc(now), r[0]) for r in rows],
             )
         return decoded(self.path, lambda: [attempt_of(r) for r in rows])
+
+
+# One more scheduled run of a job with `max_runs` (docs/schedules.md).
+_COUNT = "INSERT INTO run_counts VALUES (?, 1) ON CONFLICT(job) DO UPDATE SET runs = runs + 1"
 
 
 def move_cursors(db: sqlite3.Connection, cursors: Sequence[tuple[str, datetime]]) -> None:

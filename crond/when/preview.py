@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -119,6 +119,31 @@ def limit_notes(
             f"daemon.max_running: {daemon_limit} runs at most at once; a fire beyond it "
             "waits (job.queued) and starts when a run ends, or is missed (reason queue) "
             "if its grace runs out first"
+        )
+    return notes
+
+
+def wait_notes(
+    chained: Mapping[str, str],
+    locks: Mapping[str, Sequence[str]],
+    capacity: Mapping[str, int],
+    skipping: Collection[str],
+) -> list[str]:
+    """What the table cannot show of jobs that wait for each other (docs/workflows.md):
+    each chained job's parents in words (`chained`: job -> "after extract succeeds"),
+    and each lock the listed jobs take (`locks`: job -> its locks; `skipping`: the jobs
+    with `on_lock: skip`), which may delay or skip a fire."""
+    notes = [f"{job}: {text} (for the parent's slot)" for job, text in chained.items()]
+    users: dict[str, list[str]] = {}
+    for job, names in locks.items():
+        for name in names:
+            users.setdefault(name, []).append(job)
+    for name, jobs in users.items():
+        skip = [job for job in jobs if job in skipping]
+        said = f"; {', '.join(skip)} skip instead (job.skipped, reason lock)" if skip else ""
+        notes.append(
+            f"lock {name} ({capacity.get(name, 1)} at once) for {', '.join(jobs)}: a fire "
+            f"waits while it is full (job.waiting), up to its grace{said}"
         )
     return notes
 

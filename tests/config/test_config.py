@@ -186,7 +186,7 @@ BAD = [
     (
         "neither_cron_nor_every",
         "jobs:\n  a:\n    command: x\n",
-        "s.yaml:2:3: jobs.a: a schedule is missing: give cron or every",
+        "s.yaml:2:3: jobs.a: a schedule is missing: give cron, every or at (or after, to chain it)",
     ),
     (
         "both_command_and_python",
@@ -248,7 +248,7 @@ BAD = [
     (
         "enum_did_you_mean",
         "jobs:\n  a:\n    every: 1h\n    command: x\n    overlap: skp\n",
-        's.yaml:5:14: jobs.a.overlap: "skp" is not one of skip, allow, replace '
+        's.yaml:5:14: jobs.a.overlap: "skp" is not one of skip, allow, replace, queue '
         '(did you mean "skip"?)',
     ),
     (
@@ -462,7 +462,7 @@ def test_each_distinct_cron_is_parsed_once_per_load(monkeypatch: pytest.MonkeyPa
     cfg = loader.loads("\n".join(lines) + "\n")
     assert sorted(parsed) == sorted(crons)
     for job in cfg.jobs.values():
-        assert job.cron_expr == timing.parse_cron(job.settings.cron or "")
+        assert job.cron_expr == timing.parse_cron(str(job.settings.cron or ""))
 
 
 def test_models_are_frozen() -> None:
@@ -574,7 +574,7 @@ def test_catchup_history_and_reboot_fields() -> None:
 def test_bad_catchup_values_are_located() -> None:
     with pytest.raises(ConfigError) as err:
         loader.loads(
-            "jobs:\n  r:\n    every: 1m\n    catchup: all\n    catchup_window: 0s\n"
+            "jobs:\n  r:\n    every: 1m\n    catchup: every\n    catchup_window: 0s\n"
             "    history: 0\n    command: x\n"
         )
     text = "\n".join(str(p) for p in err.value.problems)

@@ -46,6 +46,7 @@ class LateFirstAnswer:
         copies: Sequence[str],
         exclusive: Collection[str],
         replacing: Collection[str],
+        limits: object = None,
     ) -> Claimed:
         got: list[Claim] = []
         for job, run_id, slot in starts:

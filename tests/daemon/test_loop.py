@@ -97,7 +97,11 @@ class FakeEffects:
         return run
 
     async def claim(
-        self, starts: Sequence[tuple[LoadedJob, datetime]], told: Sequence[Any], at: datetime
+        self,
+        starts: Sequence[tuple[LoadedJob, datetime]],
+        told: Sequence[Any],
+        at: datetime,
+        **_: object,
     ) -> Claims:
         refused = (self.prepare(list(starts), at) or {}) if starts and self.prepare else {}
         quiet = self.dedupe(list(told)) if told and self.dedupe else ()

@@ -209,7 +209,7 @@ async def test_while_a_wake_awaits_its_claims_the_core_is_its_own_and_no_slot_is
         claimed: list[list[datetime]] = []
         slow = h.effects.claim
 
-        async def claim(starts: Any, told: Any, at: datetime) -> Claims:
+        async def claim(starts: Any, told: Any, at: datetime, **_: object) -> Claims:
             claimed.append([slot for _, slot in starts])
             if len(claimed) == 1:
                 await answer.wait()  # the database takes its time

@@ -135,12 +135,12 @@ def test_every_series_is_there_at_zero_from_the_first_render() -> None:
     assert found[("crond_config_last_reload_timestamp_seconds", ())] == 0
     assert found[("crond_jobs", ())] == 2
     assert found[("crond_build_info", (("version", "1.2.3"),))] == 1
-    # 2 jobs x (4 outcomes + duration + 6 single + 3 reasons) + lag + 2 reload + 2
+    # 2 jobs x (4 outcomes + duration + 6 single + 4 reasons) + lag + 2 reload + 2
     # notifiers x 2 results + jobs + build info (a histogram: its bounds, +Inf, _count,
     # _sum): nothing else.
     duration, lag = len(DURATION_BUCKETS) + 3, len(LAG_BUCKETS) + 3
     assert (duration, lag) == (17, 18)
-    assert len(found) == 2 * (4 + duration + 6 + 3) + lag + 2 + 4 + 2
+    assert len(found) == 2 * (4 + duration + 6 + 4) + lag + 2 + 4 + 2
 
 
 def test_family_types_and_the_job_label() -> None:
@@ -197,7 +197,7 @@ def test_start_lag_missed_skipped_and_paused() -> None:
     assert found[("crond_start_lag_seconds_sum", ())] == pytest.approx(165.2044)
     assert found[("crond_job_missed_total", job("alpha"))] == 5
     skips = {r: found[("crond_job_skipped_total", job("alpha", reason=r))] for r in SKIP_REASONS}
-    assert skips == {"overlap": 2, "paused": 0, "max_running": 1}
+    assert skips == {"overlap": 2, "paused": 0, "max_running": 1, "lock": 0}
     assert found[("crond_job_paused", job("alpha"))] == 1
     metrics.set_paused("alpha", False)
     assert samples(metrics)[("crond_job_paused", job("alpha"))] == 0

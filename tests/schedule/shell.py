@@ -18,6 +18,7 @@ from crond.schedule.actions import (
     Action,
     Claims,
     Key,
+    LockWait,
     Moved,
     Queued,
     Refusal,
@@ -26,6 +27,7 @@ from crond.schedule.actions import (
     Start,
     Tell,
 )
+from crond.schedule.chains import Parent
 from crond.schedule.core import Core
 from crond.schedule.proposal import Proposal
 
@@ -50,6 +52,9 @@ def render(action: Action) -> str:
         return f"replace {action.job.name}@{secs(action.slot)}"
     if isinstance(action, Queued):
         return f"queued {action.job.name}@{secs(action.slot)} ({action.running})"
+    if isinstance(action, LockWait):
+        holders = ",".join(f"{job}@{secs(slot)}" for job, slot in action.holders)
+        return f"waits {action.job.name}@{secs(action.slot)} for {action.lock} ({holders})"
     if isinstance(action, Resumed):
         return f"resumed {action.job} ({action.skipped})"
     if isinstance(action, Moved):
@@ -103,6 +108,7 @@ class Shell:
         self.jobs = dict(loaded.jobs)
         self.core.load(self.jobs, self.now, None)
         self.core.queue.limit = loaded.config.daemon.max_running
+        self.core.locks.capacity = dict(loaded.config.locks)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -175,7 +181,15 @@ class Shell:
             return got
         return self.carry_out(got, _nothing, ())
 
-    def end(self, name: str) -> None:
-        """The oldest run of `name` ends."""
+    def end(self, name: str, outcome: str | None = None) -> list[str]:
+        """The oldest run of `name` ends (its locks given back, as the loop does); with an
+        `outcome`, its end starts its children as the daemon has it: those children."""
         run = next(run for run in self.runs if run.job == name)
         self.runs.remove(run)
+        self.core.locks.release(run.job, run.slot)
+        if outcome is None:
+            return []
+        parent = Parent(name, f"r-{name}-{secs(run.slot)}", outcome, 0, run.slot)
+        children = self.core.chains.chained(parent)
+        self.core.chains.put(children, parent)
+        return children

@@ -274,7 +274,7 @@ def test_a_schema_3_database_gets_the_late_columns_and_its_all_claims_anchored(p
             (T0, T0, T0, T0, T0, T0),
         )
     store = PostgresStore.open(pg_url, cluster="c", replica="r3")
-    assert _sql(pg_url, "SELECT version FROM crond_schema") == [(4,)]
+    assert _sql(pg_url, "SELECT version FROM crond_schema") == [(schema_pg.SCHEMA_VERSION,)]
     assert _sql(pg_url, "SELECT job, replica, each FROM crond_claims WHERE copy = '' "
                 "ORDER BY job") == [("j", "r1", True), ("k", "r1", False)]  # fmt: skip
     assert _claim(store, False, [T0]) == [None]  # run as `all` before: not as `one` now

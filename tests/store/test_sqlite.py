@@ -784,7 +784,9 @@ class _MemoryStore:
         self.rows[len(self.rows) + 1] = (job, run_id, None)
         return len(self.rows)
 
-    def start_many(self, starts: Sequence[base.Start], started: datetime) -> list[int]:
+    def start_many(
+        self, starts: Sequence[base.Start], started: datetime, limits: object = None
+    ) -> list[int]:
         return [self.start(s.job, run_id=s.run_id, slot=s.slot, attempt=1, started=started,
                            cursor=s.slot) for s in starts]  # fmt: skip
 
@@ -797,8 +799,12 @@ class _MemoryStore:
         copies: Sequence[str] | None = None,
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
+        limits: object = None,
     ) -> base.Claimed:
         return base.Claimed(list(self.start_many(starts, started)), [True] * len(told))
+
+    def run_counts(self) -> dict[str, int]:
+        return {}
 
     def finish(
         self, row_id: int, *, job: str, run_id: str | None = None, finished: datetime,

@@ -26,7 +26,7 @@ def timing(cron: str, rules: DayRules, zone: ZoneInfo = BERLIN) -> CalendarTimin
 
 
 def at(*parts: int, zone: ZoneInfo = BERLIN) -> datetime:
-    return datetime(*parts, tzinfo=zone).astimezone(UTC)  # type: ignore[arg-type]
+    return datetime(*parts, tzinfo=zone).astimezone(UTC)  # type: ignore[arg-type,misc]
 
 
 def removed(t: CalendarTiming, after: datetime, until: datetime, limit: int = 100) -> list[str]:
