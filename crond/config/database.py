@@ -198,6 +198,15 @@ Path = tuple[str | int, ...]
 _DAEMON_FIELDS = ("cluster", "replica", "replica_timeout", "fencing")
 
 
+def has_database(data: Mapping[Any, Any], environ: Mapping[str, str]) -> bool:
+    """Whether the file's daemons share a database (replicas): `daemon.database` in the
+    file, or the environment's."""
+    daemon = data.get("daemon")
+    return (isinstance(daemon, dict) and daemon.get("database") is not None) or bool(
+        environ.get(DATABASE_ENV)
+    )
+
+
 def without_database(
     data: Mapping[Any, Any], jobs: object, environ: Mapping[str, str]
 ) -> list[tuple[Path, str]]:
@@ -207,7 +216,7 @@ def without_database(
     report."""
     daemon = data.get("daemon")
     daemon = daemon if isinstance(daemon, dict) else {}
-    if daemon.get("database") is not None or environ.get(DATABASE_ENV):
+    if has_database(data, environ):
         return []
     return [(path, _unused(path[-1])) for path in _replica_settings(daemon, data, jobs)]
 

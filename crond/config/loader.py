@@ -233,7 +233,10 @@ def _validated(
     problems += check_subscriptions(
         data.get("notifiers"), jobs, data.get("defaults"), source, filename
     )
-    problems += waits.check(data.get("locks"), jobs, data.get("defaults"), source, filename)
+    replicated = database.has_database(data, context.environ)
+    problems += waits.check(
+        data.get("locks"), jobs, data.get("defaults"), source, filename, replicas=replicated
+    )
     if problems or config is None:
         raise ConfigError(capped(problems, filename))
     unused_problems = [

@@ -63,3 +63,26 @@ def test_a_lock_without_a_locks_section() -> None:
         's.yaml:2:38: jobs.a.locks.0: "db" names no lock (the file has none: define it '
         "under the top-level locks:)"
     ]
+
+
+def test_locks_with_a_database_are_refused_where_they_are_written() -> None:
+    """docs/workflows.md, "With replicas": a lock is still each replica's own, so a file
+    whose daemons share a database may not use one (two replicas could each hold it)."""
+    text = (
+        "daemon: {database: 'postgresql://crond@db/crond'}\n"
+        "locks: {db: 1}\n"
+        "jobs:\n"
+        "  a: {every: 1m, command: x, locks: [db]}\n"
+        "  b: {every: 1m, command: x}\n"
+    )
+    found = problems(text)
+    assert len(found) == 1
+    assert found[0].startswith("s.yaml:4:37: jobs.a.locks: locks are not held across replicas")
+    loader.loads(text.replace("locks: [db]", "on_lock: skip"))  # the lock alone is no mistake
+    env = {"CROND_DATABASE_URL": "postgresql://crond@db/crond"}
+    with pytest.raises(ConfigError):
+        loader.loads(
+            text.replace("daemon: {database: 'postgresql://crond@db/crond'}\n", ""),
+            "s.yaml",
+            environ=env,
+        )
