@@ -5,11 +5,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
-import itertools
 import json
 import os
 import sys
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,14 +37,6 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")  # == logs.LEVEL
 # example file, 10 runs each, median 0.213 s with this, 0.235 s without.
 atexit.register(gc.freeze)
 
-# `-` (exactly that) is standard input, for `validate` and `next` only: a preview or a
-# check, never a file the daemon runs (nor `./-`, a file of that name).
-_FILE_OR_STDIN = click.Path(allow_dash=True)
-
-
-def _stdin_or_path(file: str) -> tuple[Path, bool]:
-    return Path(file), file == "-"
-
 
 class _Group(click.Group):
     """Adds the commands that steer the running daemon (crond/control/commands.py) when
@@ -71,12 +62,12 @@ class _Group(click.Group):
 
 def _add_more(group: click.Group) -> None:
     """The commands kept in their own modules (`notify`; `history`, `output`,
-    `replicas`; `backfill`; `web`), added as the control ones are."""
-    from crond import cli_backfill, cli_notify, cli_state, cli_web  # noqa: PLC0415  (see _Group)
+    `replicas`; `backfill`; `next`; `web`), added as the control ones are."""
+    from crond import cli_backfill, cli_next, cli_notify, cli_state, cli_web  # noqa: PLC0415
 
-    more = (cli_notify.COMMANDS, cli_state.COMMANDS, cli_backfill.COMMANDS, cli_web.COMMANDS)
-    for command in itertools.chain(*more):
-        group.add_command(command)
+    for module in (cli_backfill, cli_next, cli_notify, cli_state, cli_web):
+        for command in module.COMMANDS:
+            group.add_command(command)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -86,13 +77,13 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("file", type=_FILE_OR_STDIN)
+@click.argument("file", type=params.FILE_OR_STDIN)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def validate(file: str, as_json: bool) -> None:
     """Check FILE and print every problem, or `FILE: N jobs OK` (`-`: standard input)."""
     from crond.config import loaded, schedparts  # noqa: PLC0415  (see the imports above)
 
-    path, stdin = _stdin_or_path(file)
+    path, stdin = params.stdin_or_path(file)
     cfg = load_or_exit(path, as_json=as_json, check_owner=True, stdin=stdin)
     warnings = [
         *cfg.env_warnings,
@@ -122,94 +113,9 @@ def validate(file: str, as_json: bool) -> None:
 @main.command()
 def schema() -> None:
     """Print the JSON Schema of the schedules file (for editors)."""
-    from crond.config import model  # noqa: PLC0415  (see the imports above)
+    from crond.config import schema_json  # noqa: PLC0415  (see the imports above)
 
-    click.echo(json.dumps(model.json_schema(), indent=2))
-
-
-_REMOVED = 100  # fires `next --all` lists as removed, at most, a job
-
-
-@main.command(name="next")
-@click.argument("file", type=_FILE_OR_STDIN)
-@click.option("--job", "jobs", multiple=True, metavar="NAME", help="Only this job (repeatable).")
-@click.option(
-    "-n",
-    "count",
-    type=click.IntRange(1, 10_000),
-    default=5,
-    show_default=True,
-    help="Fires per job.",
-)
-@click.option(
-    "--from",
-    "start",
-    type=params.INSTANT,
-    default=None,
-    help="Start after this instant (ISO-8601 with offset; default now).",
-)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
-@click.option(
-    "--all",
-    "show_all",
-    is_flag=True,
-    help="Also list the fires calendars removed, with the calendar and the holiday.",
-)
-def next_(
-    file: str,
-    jobs: tuple[str, ...],
-    count: int,
-    *,
-    start: datetime | None,
-    as_json: bool,
-    show_all: bool,
-) -> None:
-    """Preview the next fires of each job, in order (`-`: FILE on standard input)."""
-    from crond.config import loader  # noqa: PLC0415  (keeps `validate` start-up lean)
-    from crond.when import preview  # noqa: PLC0415
-
-    path, stdin = _stdin_or_path(file)
-    cfg = load_or_exit(path, stdin=stdin)
-    unknown = [name for name in jobs if name not in cfg.jobs]
-    if unknown:
-        raise click.BadParameter(
-            f"no job named {', '.join(unknown)} in {file} (jobs: {', '.join(cfg.jobs)})",
-            param_hint="--job",
-        )
-    selected = {
-        name: job.make_timing()
-        for name, job in cfg.jobs.items()
-        if job.settings.enabled and (not jobs or name in jobs)
-    }
-    # The rows are built with the collector paused, as a load is (loader.gc_paused): 10,000
-    # jobs give 50,000 rows that live until printed, and no cycles.
-    after = start or SystemClock().now()
-    with loader.gc_paused():
-        rows = preview.next_fires(selected, after, count)
-        removed = preview.removed_lines(selected, rows, after, _REMOVED) if show_all else []
-        hashed = {
-            name: (expr.source, expr.resolved)
-            for name in selected
-            if (expr := cfg.jobs[name].cron_expr) is not None and expr.resolved
-        }
-        if as_json:
-            click.echo(preview.format_json_lines(rows))
-            for name, (written, resolved) in hashed.items():
-                click.echo(json.dumps({"job": name, "cron": written, "runs_as": resolved}))
-            for line in removed:
-                click.echo(json.dumps({"removed": line}))
-            return
-        limits = {name: cfg.jobs[name].settings.max_running for name in selected}
-        notes = [*preview.hash_notes(hashed), *preview.limit_notes(limits, cfg.daemon.max_running)]
-        chosen = [job for name, job in cfg.jobs.items() if not jobs or name in jobs]
-        chained = {job.name: job.after_text for job in chosen if job.settings.after}
-        held = {job.name: job.settings.locks for job in chosen if job.settings.locks}
-        skipping = {job.name for job in chosen if job.settings.on_lock.value == "skip"}
-        notes += preview.wait_notes(chained, held, cfg.config.locks, skipping)
-        if show_all:
-            notes.append("removed by calendars:" if removed else "removed by calendars: none")
-            notes += removed
-        click.echo(preview.format_table(rows, notes))
+    click.echo(json.dumps(schema_json.json_schema(), indent=2))
 
 
 @main.command()

@@ -114,3 +114,12 @@ STATE_DIR = click.option(
     metavar="DIR",
     help="The daemon's state store (default: daemon.state_dir, else the default place).",
 )
+
+
+# `-` (exactly that) is standard input, for `validate` and `next` only: a preview or a
+# check, never a file the daemon runs (nor `./-`, a file of that name).
+FILE_OR_STDIN = click.Path(allow_dash=True)
+
+
+def stdin_or_path(file: str) -> tuple[Path, bool]:
+    return Path(file), file == "-"

@@ -227,16 +227,7 @@ def _validated(
     except ValidationError as exc:
         problems += problems_from_validation(exc, source, filename, data)
         config = None
-    problems += check_names(data.get("jobs"), source, filename)
-    for where in ("notifiers", "calendars", "locks"):
-        problems += check_names(data.get(where), source, filename, where)
-    problems += check_subscriptions(
-        data.get("notifiers"), jobs, data.get("defaults"), source, filename
-    )
-    replicated = database.has_database(data, context.environ)
-    problems += waits.check(
-        data.get("locks"), jobs, data.get("defaults"), source, filename, replicas=replicated
-    )
+    problems += _name_problems(data, jobs, source, filename, context.environ)
     if problems or config is None:
         raise ConfigError(capped(problems, filename))
     unused_problems = [
@@ -246,6 +237,24 @@ def _validated(
     unused_problems += [Problem.at(filename, source.locate(p), p, m) for p, m in password]
     warnings = capped([*([] if context.strict else unset_problems), *unused_problems], filename)
     return _loaded(config, source, filename, crons, context, env_warnings=warnings)
+
+
+def _name_problems(
+    data: dict[Any, Any],
+    jobs: object,
+    source: places.Source,
+    filename: str,
+    environ: Mapping[str, str],
+) -> list[Problem]:
+    """The names of the file (jobs, notifiers, calendars, locks) and the names it refers
+    to: notifier subscriptions, locks and `after` (`jobs`: as written)."""
+    found = check_names(data.get("jobs"), source, filename)
+    for where in ("notifiers", "calendars", "locks"):
+        found += check_names(data.get(where), source, filename, where)
+    defaults = data.get("defaults")
+    found += check_subscriptions(data.get("notifiers"), jobs, defaults, source, filename)
+    replicated = database.has_database(data, environ)
+    return found + waits.check(data, jobs, source, filename, replicas=replicated)
 
 
 def _calendars(

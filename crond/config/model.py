@@ -14,7 +14,7 @@ import functools
 import re
 from datetime import timedelta
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import (
     AwareDatetime,
@@ -79,7 +79,6 @@ __all__ = [
     "Replicas",
     "Retry",
     "Roll",
-    "json_schema",
     "parse_cron",
 ]
 
@@ -383,22 +382,3 @@ class Config(FrozenModel):
     def _zone(cls, value: str) -> str:
         check_zone(value)
         return value
-
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of the schedules file, for editors (yaml-language-server)."""
-    schema = Config.model_json_schema(mode="validation")
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "crond schedules file"
-    schema["patternProperties"] = {"^x-": {}}  # the file's own keys, for anchors
-    jobs = schema["properties"]["jobs"]
-    jobs["propertyNames"] = {"pattern": f"^{JOB_NAME.pattern}$"}
-    jobs["minProperties"] = 1
-    job = schema["$defs"]["Job"]
-    # "Exactly one" is checked by crond; an editor only flags "both", since `defaults`
-    # may supply either half.
-    job["allOf"] = [
-        {"not": {"required": ["cron", "every"]}},
-        {"not": {"required": ["command", "python"]}},
-    ]
-    return schema

@@ -6,8 +6,8 @@ cycle of `after` (a job that would start itself, through others) is refused, nam
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TypeVar
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeVar
 
 from crond.config import places
 from crond.config.problems import Problem
@@ -17,17 +17,18 @@ _LISTED = 10
 
 
 def check(
-    locks: object,
+    data: Mapping[Any, Any],
     jobs: object,
-    defaults: object,
     source: places.Source,
     filename: str,
     *,
     replicas: bool = False,
 ) -> list[Problem]:
-    """`check_locks` and `check_after`: the names the jobs of a file wait on; with
-    `replicas` (a database), `locks` at all (`replicated_locks`)."""
-    found = check_locks(locks, jobs, defaults, source, filename)
+    """`check_locks` and `check_after` (`data`: the file, `jobs` as written): the names the
+    jobs of a file wait on; with `replicas` (a database), `locks` at all
+    (`replicated_locks`)."""
+    defaults = data.get("defaults")
+    found = check_locks(data.get("locks"), jobs, defaults, source, filename)
     if replicas:
         found += replicated_locks(jobs, defaults, source, filename)
     return found + check_after(jobs, defaults, source, filename)

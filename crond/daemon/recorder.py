@@ -231,22 +231,6 @@ class StoreRecorder(OffLoop):
         counts = self.write(lambda store: store.run_counts())
         return {} if counts is FAILED else counts
 
-    def ran_in_boot(self, job: str, boot: str | None) -> bool:
-        """Whether `job` (`@reboot`) started in this host boot. Without a store, or a boot
-        id, every daemon start counts as a boot."""
-        if self.store is None or boot is None:
-            return False
-        return self.write(lambda store: store.get_meta(self._reboot_key(job))) == boot
-
-    def mark_boot(self, job: str, boot: str | None) -> None:
-        """`job` (`@reboot`) starts in this boot: recorded before it is spawned."""
-        if boot is not None:
-            self.mark(self._reboot_key(job), boot)
-
-    def _reboot_key(self, job: str) -> str:
-        """`@reboot` is per host: with replicas, each replica keeps its own mark."""
-        return f"reboot:{job}" if self.replica is None else f"reboot:{self.replica}:{job}"
-
     def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
         listed = list(rows)
         self.send(lambda store: store.publish_view(listed, digest))

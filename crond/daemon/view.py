@@ -47,9 +47,27 @@ class StoreView:
         now, boot = self.clock.now(), files.boot_id()
         for job in jobs:
             due = job.reboot and job.settings.enabled
-            if due and not self.recorder.ran_in_boot(job.name, boot):
-                mark = functools.partial(self.recorder.mark_boot, job.name, boot)
+            if due and not self._ran_in_boot(job.name, boot):
+                mark = functools.partial(self._mark_boot, job.name, boot)
                 self.loop.start_soon(job, now, before=mark)
+
+    def _ran_in_boot(self, job: str, boot: str | None) -> bool:
+        """Whether `job` (`@reboot`) started in this host boot. Without a store, or a boot
+        id, every daemon start counts as a boot."""
+        if self.recorder.store is None or boot is None:
+            return False
+        key = self._reboot_key(job)
+        return self.recorder.write(lambda store: store.get_meta(key)) == boot
+
+    def _mark_boot(self, job: str, boot: str | None) -> None:
+        """`job` (`@reboot`) starts in this boot: recorded before it is spawned."""
+        if boot is not None:
+            self.recorder.mark(self._reboot_key(job), boot)
+
+    def _reboot_key(self, job: str) -> str:
+        """`@reboot` is per host: with replicas, each replica keeps its own mark."""
+        replica = self.recorder.replica
+        return f"reboot:{job}" if replica is None else f"reboot:{replica}:{job}"
 
 
 def _view_row(entry: Entry) -> ViewRow:

@@ -113,22 +113,10 @@ class Core:
         entry = self.schedule.entries.get(name)
         if entry is None:
             return f"there is no job {quote(name)}"
+        if (refusal := _refusal(self, entry.job, running)) is not None:
+            return refusal
         settings = entry.job.settings
-        runs = running.get(name, 0)
-        # A start waiting in the queue or for the database is going too: its retry
-        # would otherwise start beside the trigger's run.
-        going = runs + self.queue.counts.get(name, 0) + (name in self.unclaimed)
-        going += self.locks.counts.get(name, 0) + self.backlog.count(name)
-        if going and settings.overlap in {Overlap.SKIP, Overlap.QUEUE}:
-            return f"{name} has a run going and overlap: {settings.overlap.value}"
-        limit = settings.max_running
-        if limit is not None and going >= limit:
-            return f"{name}'s max_running ({limit}) is reached: {going} going"
-        replacing = bool(runs) and settings.overlap is Overlap.REPLACE
-        if not replacing and (refusal := self.queue.refusal(sum(running.values()))):
-            return refusal
-        if (refusal := self.locks.refusal(entry.job)) is not None:
-            return refusal
+        replacing = bool(running.get(name, 0)) and settings.overlap is Overlap.REPLACE
         self.locks.take(entry.job, now)  # (given back if its claim is refused: the loop's)
         actions: list[Action] = []
         if settings.overlap is Overlap.REPLACE:
@@ -256,6 +244,25 @@ class Core:
     def _dropped(self, name: str) -> list[Action]:
         """`name`'s queued runs, replaced by a newer one: missed."""
         return [_checked(*missed) for missed in self.queue.drop(name)]
+
+
+def _refusal(core: Core, job: LoadedJob, running: Running) -> str | None:
+    """Why a trigger of `job` may not start now, if so: its overlap, its `max_running`, the
+    daemon's limit, its locks. A start waiting (in the queue, for the database, a lock or
+    its job) is going too: its retry would otherwise start beside the trigger's run."""
+    name, settings = job.name, job.settings
+    runs = running.get(name, 0)
+    going = runs + core.queue.counts.get(name, 0) + (name in core.unclaimed)
+    going += core.locks.counts.get(name, 0) + core.backlog.count(name)
+    if going and settings.overlap in {Overlap.SKIP, Overlap.QUEUE}:
+        return f"{name} has a run going and overlap: {settings.overlap.value}"
+    limit = settings.max_running
+    if limit is not None and going >= limit:
+        return f"{name}'s max_running ({limit}) is reached: {going} going"
+    replacing = bool(runs) and settings.overlap is Overlap.REPLACE
+    if not replacing and (refusal := core.queue.refusal(sum(running.values()))):
+        return refusal
+    return core.locks.refusal(job)
 
 
 def _tells(decision: Decision) -> bool:

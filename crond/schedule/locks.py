@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from crond.config.loaded import LoadedJob
+from crond.config.model import OnLock
 from crond.config.wording import quote
-from crond.schedule.actions import LockWait
+from crond.schedule.actions import Action, LockWait, Tell
 from crond.schedule.heap import Schedule
 from crond.schedule.pauses import Pauses
 from crond.schedule.queue import AFTER, Missed, Waiting
@@ -164,6 +165,22 @@ class Locks:
         blocked = self.blocked(job)
         by = ", ".join(dict.fromkeys(name for name, _ in blocked.holders))
         return f"lock {quote(blocked.lock)} is held by {by or 'runs going'}"
+
+    def gated(
+        self, starts: list[tuple[LoadedJob, datetime]], first: list[Action]
+    ) -> list[tuple[LoadedJob, datetime]]:
+        """Of runs that waited (in the queue, for the database), those that took their
+        locks; the others wait for them, or are skipped (told in `first`)."""
+        kept = []
+        for job, slot in starts:
+            if self.take(job, slot):
+                kept.append((job, slot))
+            elif job.settings.on_lock is OnLock.SKIP:
+                skip = self.schedule.about(job.name, slot, skip=slot, skip_reason="lock")
+                first.append(Tell(job, skip))
+            else:
+                first.append(self.wait(job, slot))
+        return kept
 
     def wake_at(self) -> datetime | None:
         """When to wake for the waiting runs by itself: at once (their oldest slot) when a

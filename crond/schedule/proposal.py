@@ -117,7 +117,7 @@ class Proposer:
         if chained:  # (the daemon's limit: those beyond it wait in its queue)
             drained += self._room_for(chained, total + len(drained) + len(retried), first)
         if self.locks.capacity:
-            drained, retried = self._gated(drained, first), self._gated(retried, first)
+            drained, retried = self.locks.gated(drained, first), self.locks.gated(retried, first)
         proposal = Proposal(now, at, [], [], first, drained, retried, due, decisions, moved=moved)
         proposal.unlocked = unlocked
         proposal.running = total + len(drained) + len(retried) + len(unlocked)
@@ -151,22 +151,6 @@ class Proposer:
             return False
 
         return takes
-
-    def _gated(
-        self, starts: list[tuple[LoadedJob, datetime]], first: list[Action]
-    ) -> list[tuple[LoadedJob, datetime]]:
-        """Of runs that waited (in the queue, for the database), those that took their
-        locks; the others wait for them, or are skipped (told in `first`)."""
-        kept = []
-        for job, slot in starts:
-            if self.locks.take(job, slot):
-                kept.append((job, slot))
-            elif job.settings.on_lock is OnLock.SKIP:
-                skip = self.schedule.about(job.name, slot, skip=slot, skip_reason="lock")
-                first.append(Tell(job, skip))
-            else:
-                first.append(self.locks.wait(job, slot))
-        return kept
 
     def _waiting(self, name: str) -> int:
         """How many runs of job `name` wait (in the queue, for a lock, for the database)."""

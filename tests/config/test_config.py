@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from crond.config import loaded, loader, model
+from crond.config import loaded, loader, model, schema_json
 from crond.config.model import Output, Overlap
 from crond.config.problems import ConfigError, Problem
 from crond.when import timing
@@ -517,7 +517,7 @@ def test_every_model_field_is_documented() -> None:
 
 
 def test_json_schema_describes_jobs() -> None:
-    schema = model.json_schema()
+    schema = schema_json.json_schema()
     job = schema["$defs"]["Job"]
     assert {"cron", "every", "command", "python", "retry"} <= set(job["properties"])
     assert job["additionalProperties"] is False
@@ -814,7 +814,7 @@ def test_top_level_x_keys_hold_anchors_and_are_ignored() -> None:
         "s.yaml:1:1: xcommon: unknown field"
     )
     assert "x-extra: unknown field" in one("jobs:\n  a: {every: 1m, command: x, x-extra: 1}\n")
-    assert model.json_schema()["patternProperties"] == {"^x-": {}}
+    assert schema_json.json_schema()["patternProperties"] == {"^x-": {}}
 
 
 def test_the_empty_file_message_names_no_file_a_wheel_lacks() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from crond.config import loader, model, notifiers, places, yamlsource
+from crond.config import loader, notifiers, places, schema_json, yamlsource
 from crond.config.loaded import NotifierSpec
 from crond.config.model import NotifyEvent
 from crond.config.problems import ConfigError, Problem
@@ -651,7 +651,7 @@ def test_the_first_pass_suffices_unless_a_name_is_unset(monkeypatch: pytest.Monk
 
 
 def test_the_json_schema_describes_notifiers() -> None:
-    schema = model.json_schema()
+    schema = schema_json.json_schema()
     assert schema["properties"]["notifiers"]["additionalProperties"] == {"$ref": "#/$defs/Notifier"}
     notifier_schema = schema["$defs"]["Notifier"]
     assert set(notifier_schema["properties"]) == {
