@@ -396,6 +396,9 @@ def test_days_up_to_the_first_and_last_dates_python_has() -> None:
     assert every.find(date(9999, 12, 31)) == date(9999, 12, 31)
     assert every.find(date(1, 1, 1), forward=False) == date(1, 1, 1)
     assert every.find(date(1, 1, 2), forward=False) == date(1, 1, 2)
+    nothing = DayRules(skip=[Calendar("every", exclude=[])])  # no good day: none, no error
+    assert nothing.find(date(9999, 12, 31)) is None
+    assert nothing.find(date(1, 1, 1), forward=False) is None
 
 
 def test_a_plain_job_looks_ten_years_ahead_and_no_further() -> None:
