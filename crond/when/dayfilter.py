@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
-from crond.when.calendars import Calendar, find_day, nth_of_months, year_start
+from crond.when.calendars import Calendar, all_days, find_day, nth_of_months, year_start
 from crond.when.timing import Fire, Timing
 
 __all__ = ["HORIZON_YEARS", "ROLL_DAYS", "CalendarTiming", "DayRules", "Removed"]
@@ -43,10 +43,8 @@ class DayRules:
     def good_mask(self, year: int) -> int:
         bits = self._good.get(year)
         if bits is None:
-            if self.days is not None:
-                bits = self.days.mask(year)
-            else:
-                bits = (1 << (year_start(year + 1) - year_start(year))) - 1
+            # all_days: year 9999 has no 1 January 10000 to count its days to
+            bits = self.days.mask(year) if self.days is not None else all_days(year)
             if self.nth_day is not None:
                 bits = nth_of_months(bits, year, self.nth_day)
             for other in self.skip:

@@ -25,8 +25,10 @@ def timing(cron: str, rules: DayRules, zone: ZoneInfo = BERLIN) -> CalendarTimin
     return CalendarTiming(CronTiming(parse_cron(cron), zone), rules, zone)
 
 
-def at(*parts: int, zone: ZoneInfo = BERLIN) -> datetime:
-    return datetime(*parts, tzinfo=zone).astimezone(UTC)  # type: ignore[arg-type,misc]
+def at(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, zone: ZoneInfo = BERLIN
+) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=zone).astimezone(UTC)
 
 
 def removed(t: CalendarTiming, after: datetime, until: datetime, limit: int = 100) -> list[str]:
@@ -105,10 +107,11 @@ def test_of_overlapping_windows_the_one_that_ends_last_holds_a_fire() -> None:
     short = Window(datetime(2026, 3, 2, 8), datetime(2026, 3, 2, 10), "short")
     long = Window(datetime(2026, 3, 2, 7), datetime(2026, 3, 4, 12), "long")
     later = Window(datetime(2026, 3, 2, 8, 30), datetime(2026, 3, 3, 0), "later")
-    skip = Calendar("maintenance", windows=[short, long, later])
+    same_end = Window(datetime(2026, 3, 2, 8, 45), datetime(2026, 3, 4, 12), "as-long")
+    skip = Calendar("maintenance", windows=[short, long, later, same_end])
     t = timing("0 9 * * *", DayRules(skip=[skip]))
     assert removed(t, at(2026, 3, 1), at(2026, 3, 3, 9)) == [
-        "03-02 09:00 skipped: maintenance (long)",
+        "03-02 09:00 skipped: maintenance (long)",  # the first of the two that end last
         "03-03 09:00 skipped: maintenance (long)",
     ]
     fire = t.next_after(at(2026, 3, 1, 10))
@@ -373,10 +376,10 @@ def test_a_rolled_job_fires_again_right_at_the_end_of_a_window() -> None:
     freeze = Calendar(
         "freeze", windows=[Window(datetime(2026, 1, 7, 8, 45), datetime(2026, 1, 7, 9, 30))]
     )
-    t = timing("0,30 9 * * *", DayRules(days=WEEKDAYS, skip=[freeze], roll="next"))
-    fire = t.next_after(at(2026, 1, 7, 8, 50))
-    assert fire is not None
-    assert fire.at == at(2026, 1, 7, 9, 30)
+    for rules in (DayRules(days=WEEKDAYS, skip=[freeze], roll="next"), DayRules(skip=[freeze])):
+        fire = timing("0,30 9 * * *", rules).next_after(at(2026, 1, 7, 8, 50))
+        assert fire is not None
+        assert fire.at == at(2026, 1, 7, 9, 30)
 
 
 def test_skip_alone_across_the_new_year() -> None:
@@ -386,3 +389,57 @@ def test_skip_alone_across_the_new_year() -> None:
     assert rules.find(date(2026, 12, 31)) == date(2027, 1, 2)
     assert rules.find(date(2028, 12, 31)) == date(2029, 1, 2)
     assert rules.find(date(2027, 1, 1), forward=False) == date(2026, 12, 30)
+
+
+def test_days_up_to_the_first_and_last_dates_python_has() -> None:
+    every = DayRules(days=Calendar("every", exclude=[]))
+    assert every.find(date(9999, 12, 31)) == date(9999, 12, 31)
+    assert every.find(date(1, 1, 1), forward=False) == date(1, 1, 1)
+    assert every.find(date(1, 1, 2), forward=False) == date(1, 1, 2)
+    nothing = DayRules(skip=[Calendar("every", exclude=[])])  # no good day: none, no error
+    assert nothing.find(date(9999, 12, 31)) is None
+    assert nothing.find(date(1, 1, 1), forward=False) is None
+
+
+def test_a_plain_job_looks_ten_years_ahead_and_no_further() -> None:
+    """Without roll, a fire is looked for up to 3,660 days (366 x 10) after the day of t."""
+    for ahead, fires in ((3660, True), (3661, False)):
+        day = date(2026, 1, 2) + timedelta(days=ahead)
+        only = Calendar("one-day", [Dates(spans=((day, day),))])
+        # 00:30 in Berlin: still 1 January in UTC; the days count in the job's zone
+        fire = timing("0 9 * * *", DayRules(days=only)).next_after(at(2026, 1, 2, 0, 30))
+        assert (fire is not None) == fires, ahead
+
+
+class Counting:
+    """A plain timing that counts the fires asked of it."""
+
+    def __init__(self, inner: CronTiming) -> None:
+        self.inner, self.asked = inner, 0
+
+    def next_after(self, t: datetime) -> object:
+        self.asked += 1
+        return self.inner.next_after(t)
+
+
+def test_a_sparse_calendar_is_not_walked_day_by_day() -> None:
+    """A daily job whose calendar's next day is five years on: a few plain fires are
+    asked for, not 1,800."""
+    day = date(2031, 6, 2)
+    plain = Counting(CronTiming(parse_cron("0 9 * * *"), BERLIN))
+    only = Calendar("one-day", [Dates(spans=((day, day),))])
+    t = CalendarTiming(plain, DayRules(days=only), BERLIN)  # type: ignore[arg-type]
+    fire = t.next_after(at(2026, 6, 1))
+    assert fire is not None
+    assert fire.local.date() == day
+    assert plain.asked <= 3
+
+
+def test_a_fire_early_in_the_day_rolls_in_a_zone_far_ahead_of_utc() -> None:
+    """Tokyo is 9 hours ahead: Saturday 02:00 there is Friday 17:00 UTC. It rolls to
+    Monday 02:00, still ahead at Monday 00:00."""
+    tokyo = ZoneInfo("Asia/Tokyo")
+    t = timing("0 2 * * sat", DayRules(days=WEEKDAYS, roll="next"), tokyo)
+    fire = t.next_after(at(2026, 3, 2, zone=tokyo))
+    assert fire is not None
+    assert (fire.at, fire.note) == (at(2026, 3, 2, 2, zone=tokyo), "rolled from 2026-02-28")
