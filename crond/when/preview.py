@@ -140,7 +140,8 @@ def wait_notes(
             users.setdefault(name, []).append(job)
     for name, jobs in users.items():
         skip = [job for job in jobs if job in skipping]
-        said = f"; {', '.join(skip)} skip instead (job.skipped, reason lock)" if skip else ""
+        verb = "skips" if len(skip) == 1 else "skip"
+        said = f"; {', '.join(skip)} {verb} instead (job.skipped, reason lock)" if skip else ""
         notes.append(
             f"lock {name} ({capacity.get(name, 1)} at once) for {', '.join(jobs)}: a fire "
             f"waits while it is full (job.waiting), up to its grace{said}"
