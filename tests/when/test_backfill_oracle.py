@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner, Result
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from crond.cli import main
@@ -20,6 +20,9 @@ from crond.when.timing import CronTiming, IntervalTiming, parse_cron
 from tests.when.test_timing_oracle import TRANSITIONS, Walk, expressions, utc
 
 
+@example(
+    text="* * * * *", case=("new_york_fall", "America/New_York", "2026-11-01T06:00Z"), lo=-2, span=1
+)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=expressions(),
@@ -38,8 +41,10 @@ def test_backfill_slots_match_the_oracle(
     jump = utc(case[2])
     start = jump + timedelta(minutes=lo)
     end = start + timedelta(minutes=span)
-    walk = Walk(zone, start, end)
-    expected = [(f.at, f.note) for f in walk.fires(expr)]
+    # Walked a day past `end`: a fire's note may depend on what comes after the range (a
+    # first pass of a wall time is known as such once the clocks go back, later).
+    walk = Walk(zone, start, end + timedelta(days=1))
+    expected = [(f.at, f.note) for f in walk.fires(expr) if f.at < end]
     got = [(f.at, f.note) for f in backfill_slots(CronTiming(expr, zone), start, end)]
     assert got == expected
 
