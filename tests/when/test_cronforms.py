@@ -120,6 +120,36 @@ def test_h_steps() -> None:
         assert hours == list(range(hours[0], 18, 3))
 
 
+def _picks(text: str, field: str, names: int = 300) -> set[int]:
+    """Every value `field` takes for `text` over many job names."""
+    return {v for i in range(names) for v in getattr(parse_cron(text, f"j{i}"), field)}
+
+
+def test_h_step_bounds_range_ends_and_starts() -> None:
+    """A step is a whole number from 1 to the range's width; a range may be one value;
+    a weekday name is 0 at a range's start and 7 at its end (Sunday, as cron reads it);
+    the start a step allows takes every value below the step; and the largest first day
+    `H` may pick decides whether the day exists in the months asked for."""
+    assert parse_cron("H/1 * * * *", "a").minutes == frozenset(range(60))
+    assert len(parse_cron("H/59 * * * *", "a").minutes) in (1, 2)
+    assert len(parse_cron("H(10-20)/10 * * * *", "a").minutes) in (1, 2)
+    for bad, width in [("H/60", 59), ("H/0", 59), ("H(10-20)/11", 10), ("H(0-9)/10", 9)]:
+        with pytest.raises(CronError, match=f"the step must be a whole number from 1 to {width} "):
+            parse_cron(f"{bad} * * * *", "a")
+    assert parse_cron("H(5-5) * * * *", "a").minutes == frozenset({5})
+    assert _picks("0 0 * * H(sun-tue)", "weekdays") == {0, 1, 2}
+    assert _picks("0 0 * * H(fri-sun)", "weekdays") == {5, 6, 0}
+    assert {
+        min(m) for i in range(300) if (m := parse_cron("H(0-10)/10 * * * *", f"j{i}").minutes)
+    } == set(range(10))
+    assert {
+        min(m) for i in range(300) if (m := parse_cron("H(5-15)/10 * * * *", f"j{i}").minutes)
+    } == set(range(5, 15))
+    parse_cron("0 0 H(1-31)/29 2 *", "a")  # the first day is at most the 29th: leap years
+    with pytest.raises(CronError, match="never occurs in feb for some job names"):
+        parse_cron("0 0 H(1-31)/30 2 *", "a")  # some names would pick the 30th
+
+
 def test_the_name_changes_only_h() -> None:
     assert parse_cron("0 9 L * *", "a") == parse_cron("0 9 L * *", "b")
     assert parse_cron("0 9 L * *", "a").resolved == ""
