@@ -21,6 +21,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from crond.config.address import AddressError, split_address
 from crond.config.durations import DurationError, parse_duration
 from crond.config.wording import kind_of, show
 from crond.when.zones import ZoneError, get_zone
@@ -197,3 +198,15 @@ def check_shape(locks: object, overlap: str, after: object, replicas: str) -> No
             "a chained run is one run for each end of its parent's run, claimed once by "
             "one replica: it cannot run on every replica (remove replicas: all)",
         )
+
+
+def check_address(value: object) -> object:
+    """A listen address (`host:port`) checked before the type check: `9464` (a number) is
+    told that it has no host, as the command line's flag is. Other kinds are the type
+    check's."""
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        try:
+            split_address(value)
+        except AddressError as exc:
+            raise PydanticCustomError("crond", str(exc)) from None
+    return value

@@ -12,7 +12,6 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from crond.config.address import AddressError, split_address
 from crond.config.database import (
     DATABASE_ENV,
     MAX_DATABASE,
@@ -26,6 +25,7 @@ from crond.config.fieldtypes import (
     Duration,
     FrozenModel,
     ReplicaTimeout,
+    check_address,
     environ_of,
     field_error,
     no_nul,
@@ -159,14 +159,7 @@ class Daemon(FrozenModel):
     @field_validator("metrics", mode="before")
     @classmethod
     def _metrics(cls, value: object) -> object:
-        # Before the type check: `metrics: 9464` (a number) is told what `--metrics 9464`
-        # is told, that it has no host. Other kinds are the type check's.
-        if isinstance(value, (str, int)) and not isinstance(value, bool):
-            try:
-                split_address(value)
-            except AddressError as exc:
-                raise PydanticCustomError("crond", str(exc)) from None
-        return value
+        return check_address(value)
 
     @field_validator("heartbeat")
     @classmethod

@@ -11,8 +11,8 @@ from typing import Annotated, Self
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from crond.config.address import AddressError, split_address
-from crond.config.fieldtypes import FrozenModel, field_error
+from crond.config.address import split_address
+from crond.config.fieldtypes import FrozenModel, check_address, field_error
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 _USER = r"[A-Za-z0-9_.@-]{1,64}"  # a login as htpasswd files write them
@@ -58,12 +58,7 @@ class Web(FrozenModel):
     @field_validator("listen", mode="before")
     @classmethod
     def _listen(cls, value: object) -> object:
-        if isinstance(value, (str, int)) and not isinstance(value, bool):
-            try:
-                split_address(value)
-            except AddressError as exc:
-                raise PydanticCustomError("crond", str(exc)) from None
-        return value
+        return check_address(value)
 
     @field_validator("users")
     @classmethod
