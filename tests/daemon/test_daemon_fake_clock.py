@@ -10,7 +10,7 @@ import asyncio
 import json
 import signal
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -66,15 +66,18 @@ class Captured:
                 await self.changed.wait()
 
 
+Serving = AbstractAsyncContextManager[tuple[lifecycle.Service, Captured]]
+
+
 @asynccontextmanager
 async def serving(
-    tmp_path: Path, text: str, clock: FakeClock
+    tmp_path: Path, text: str, clock: FakeClock, *, replica: str | None = None
 ) -> AsyncIterator[tuple[lifecycle.Service, Captured]]:
     path = tmp_path / "schedules.yaml"
     path.write_text(text)
     cfg, digest = loader.load_file(path, strict=True)
     log = Captured()
-    options = lifecycle.Options(state_dir=str(tmp_path / "state"))
+    options = lifecycle.Options(replica=replica, state_dir=str(tmp_path / "state"))
     daemon = lifecycle.Service(
         path, cfg, options, cast(FilteringBoundLogger, log), clock, digest=digest
     )

@@ -5,49 +5,29 @@ with a store of its own: the count is the cluster's, kept in the database."""
 from __future__ import annotations
 
 import asyncio
-import signal
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import cast
-
-from structlog.typing import FilteringBoundLogger
 
 from crond.clock import FakeClock
-from crond.config import loader
-from crond.daemon import lifecycle
 from crond.store import base
 from crond.store.postgres import PostgresStore
-from tests.daemon.test_daemon_fake_clock import Captured
+from tests.daemon.test_daemon_fake_clock import Captured, Serving, serving
 
 SECOND = timedelta(seconds=1)
 
 
-@asynccontextmanager
-async def replica(
-    tmp_path: Path, pg_url: str, clock: FakeClock
-) -> AsyncIterator[tuple[lifecycle.Service, Captured]]:
-    path = tmp_path / "schedules.yaml"
-    path.write_text(
-        f"daemon: {{database: {pg_url!r}, heartbeat: 5s}}\n"
-        # overlap: allow: the runs r2 claims stay open here, which `skip` would wait for
-        "jobs:\n  m: {every: 10s, max_runs: 3, overlap: allow, command: 'true'}\n"
+def replica(tmp_path: Path, pg_url: str, clock: FakeClock) -> Serving:
+    """The whole daemon in this process as replica r1 (`serving`)."""
+    return serving(
+        tmp_path,
+        (
+            f"daemon: {{database: {pg_url!r}, heartbeat: 5s}}\n"
+            # overlap: allow: the runs r2 claims stay open here, which `skip` would wait for
+            "jobs:\n  m: {every: 10s, max_runs: 3, overlap: allow, command: 'true'}\n"
+        ),
+        clock,
+        replica="r1",
     )
-    cfg, digest = loader.load_file(path, strict=True)
-    log = Captured()
-    options = lifecycle.Options(replica="r1", state_dir=str(tmp_path / "state"))
-    daemon = lifecycle.Service(
-        path, cfg, options, cast(FilteringBoundLogger, log), clock, digest=digest
-    )
-    task = asyncio.create_task(daemon.serve())
-    try:
-        await log.until(lambda: bool(log.named("daemon.started")))
-        yield daemon, log
-    finally:
-        daemon.signals.stop(signal.SIGTERM)
-        clock.advance(timedelta(minutes=1))
-        await asyncio.wait_for(task, 20)
 
 
 def _claim(store: PostgresStore, slots: list[datetime]) -> list[base.Claim]:

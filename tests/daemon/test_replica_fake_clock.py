@@ -7,20 +7,13 @@ second; tests/e2e/test_replicas*.py see the same with the real binary and real w
 from __future__ import annotations
 
 import asyncio
-import signal
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import cast
-
-from structlog.typing import FilteringBoundLogger
 
 from crond.clock import FakeClock
-from crond.config import loader
 from crond.daemon import lifecycle
 from crond.store.postgres import PostgresStore
-from tests.daemon.test_daemon_fake_clock import Captured
+from tests.daemon.test_daemon_fake_clock import Serving, serving
 
 SECOND = timedelta(seconds=1)
 
@@ -37,33 +30,21 @@ async def beats(daemon: lifecycle.Service, clock: FakeClock, until: datetime) ->
             await asyncio.wait_for(asyncio.shield(beating), 5)
 
 
-@asynccontextmanager
-async def replica(
-    tmp_path: Path, pg_url: str, clock: FakeClock
-) -> AsyncIterator[tuple[lifecycle.Service, Captured]]:
-    path = tmp_path / "schedules.yaml"
-    path.write_text(
-        "daemon:\n"
-        f"  database: {pg_url!r}\n"
-        "  heartbeat: 5s\n"
-        "  replica_timeout: 30s\n"
-        "jobs:\n"
-        "  nightly: {cron: '0 3 * * *', command: 'true'}\n"
+def replica(tmp_path: Path, pg_url: str, clock: FakeClock) -> Serving:
+    """The whole daemon in this process as replica r1 (`serving`)."""
+    return serving(
+        tmp_path,
+        (
+            "daemon:\n"
+            f"  database: {pg_url!r}\n"
+            "  heartbeat: 5s\n"
+            "  replica_timeout: 30s\n"
+            "jobs:\n"
+            "  nightly: {cron: '0 3 * * *', command: 'true'}\n"
+        ),
+        clock,
+        replica="r1",
     )
-    cfg, digest = loader.load_file(path, strict=True)
-    log = Captured()
-    options = lifecycle.Options(replica="r1", state_dir=str(tmp_path / "state"))
-    daemon = lifecycle.Service(
-        path, cfg, options, cast(FilteringBoundLogger, log), clock, digest=digest
-    )
-    task = asyncio.create_task(daemon.serve())
-    try:
-        await log.until(lambda: bool(log.named("daemon.started")))
-        yield daemon, log
-    finally:
-        daemon.signals.stop(signal.SIGTERM)
-        clock.advance(timedelta(minutes=1))
-        await asyncio.wait_for(task, 20)
 
 
 async def test_a_replica_silent_past_replica_timeout_has_its_run_marked_lost_once(
