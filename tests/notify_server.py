@@ -267,7 +267,7 @@ class ListOutbox:
         self.adds: list[int] = []  # the size of each add (one write each)
         self.done_ids: list[int] = []
 
-    def add(self, items: Sequence[OutboxItem]) -> list[int] | None:
+    async def add(self, items: Sequence[OutboxItem]) -> list[int] | None:
         ids = []
         for item in items:
             self.items[self.next_id] = item
@@ -276,7 +276,7 @@ class ListOutbox:
         self.adds.append(len(items))
         return ids
 
-    def pending(self, limit: int) -> list[StoredItem]:
+    async def pending(self, limit: int) -> list[StoredItem]:
         return [StoredItem(i, item) for i, item in sorted(self.items.items())][:limit]
 
     def done(self, ids: Sequence[int]) -> None:

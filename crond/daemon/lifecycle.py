@@ -228,11 +228,12 @@ class Service:
                     aio.add_signal_handler(signum, self.signals.stop, signum)
                 if not await self.heartbeat.open_store():  # a live one has this one's name
                     return 1
+                cursors, counts = await self.recorder.kept()
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
-                    self.loop.load(self.cfg.jobs, self.recorder.cursors(), self.recorder.counts())
-                self.pausing.restore()  # the pauses kept in the store, before the first wake
+                    self.loop.load(self.cfg.jobs, cursors, counts)
+                await self.pausing.restore()  # the pauses kept in the store, before the first wake
                 self.chaining.restore()  # chained runs recorded and never started
-                self.view.start_reboot_jobs(self.cfg.jobs.values())
+                await self.view.start_reboot_jobs(self.cfg.jobs.values())
                 self.log.info(
                     "daemon.started",
                     pid=os.getpid(),
@@ -242,7 +243,7 @@ class Service:
                     tzdata=tzdata_version(),
                     **self.named,
                 )
-                self.telling.start(tasks)
+                await self.telling.start(tasks)
                 await self.serving.start(tasks)
                 self.telling.reloaded(True)
                 await self.steering.start(socket_path(self.cfg, self.options.state_dir))

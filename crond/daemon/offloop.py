@@ -11,9 +11,9 @@ without a deadline of its own, and never blocks:
   once an outage) and the call running is cut, so the thread is free again;
 - `send`: a write whose answer the loop does not need (a run's end, the view, a mark,
   the checks) is queued, and what comes of it handled on the loop when it comes back;
-- `write`: the few calls the daemon's other parts still need at once (the notifiers'
-  outbox, the start's reads) wait for their answer on the loop, at most `QUICK`, and
-  not at all while the database is away;
+- `write`: the SQLite store's calls, done at once; with replicas nothing calls it any
+  more (the notifiers' outbox and the start's reads are `ask`ed), and were it called it
+  would wait at most `QUICK`, and not at all while the database is away;
 - `open`: the store is opened (again) on the thread; the loop hears when it is done.
 
 The SQLite store (no replicas) stays on the loop's thread: a local file, each call done

@@ -19,6 +19,7 @@ from structlog.typing import FilteringBoundLogger
 from crond.clock import Clock, iso_utc
 from crond.control.protocol import ControlError
 from crond.daemon.loop import Loop
+from crond.daemon.offloop import SLOW  # the start's reads: the loop is not yet scheduling
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.stores import FAILED
 from crond.run import runner
@@ -68,10 +69,10 @@ class Pausing:
         self._applying: set[asyncio.Task[dict[str, Any]]] = set()  # kept till done
         self._writing: set[str] = set()  # the jobs of a pause being written to the store
 
-    def restore(self) -> None:
+    async def restore(self) -> None:
         """The pauses kept in the store, applied before the first wake; those that ran out
         while no daemon ran are ended now (`job.resumed`, by null)."""
-        got = self.recorder.write(lambda store: store.pauses())
+        got = await self.recorder.ask(lambda store: store.pauses(), deadline=SLOW)
         rows = {} if got is FAILED else got
         now = self.clock.now()
         for name, row in rows.items():

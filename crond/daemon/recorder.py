@@ -27,7 +27,7 @@ from crond.config.loaded import LoadedConfig
 from crond.config.model import Overlap, Replicas
 from crond.daemon.indoubt import InDoubt, ours
 from crond.daemon.late import LateEnd, LateEnds
-from crond.daemon.offloop import OffLoop
+from crond.daemon.offloop import SLOW, OffLoop
 from crond.daemon.proof import Proof
 from crond.daemon.stores import FAILED, End, Opener
 from crond.schedule.actions import Claims, Refusal
@@ -221,15 +221,12 @@ class StoreRecorder(OffLoop):
 
     # --- what the daemon keeps besides runs -------------------------------------------
 
-    def cursors(self) -> dict[str, datetime]:
-        """The cursors the previous daemon left, or none."""
-        cursors = self.write(lambda store: store.cursors())
-        return {} if cursors is FAILED else cursors
-
-    def counts(self) -> dict[str, int]:
-        """The scheduled runs each job has had (`max_runs`), or none."""
-        counts = self.write(lambda store: store.run_counts())
-        return {} if counts is FAILED else counts
+    async def kept(self) -> tuple[dict[str, datetime], dict[str, int]]:
+        """What the previous daemon left for the schedule, in one call (with replicas
+        awaited off the loop): the cursors, and the scheduled runs each job has had
+        (`max_runs`); none when the store did not answer."""
+        got = await self.ask(lambda store: (store.cursors(), store.run_counts()), deadline=SLOW)
+        return ({}, {}) if got is FAILED else got
 
     def publish_view(self, rows: Iterable[ViewRow], digest: str | None) -> None:
         listed = list(rows)

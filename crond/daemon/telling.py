@@ -23,6 +23,7 @@ from crond import __version__
 from crond.clock import Clock
 from crond.config.loaded import LoadedConfig, LoadedJob, secret_names
 from crond.daemon.loop import Loop
+from crond.daemon.offloop import SLOW  # the start's reads: the loop is not yet scheduling
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.stores import FAILED
 from crond.notify import command
@@ -61,6 +62,7 @@ class Telling:
         self.metrics: Metrics | None = None
         self._tasks: asyncio.TaskGroup | None = None
         self._sending: asyncio.Task[None] | None = None
+        self._memory: _StoreMemory | None = None  # the streaks' (with a teller)
 
     # --- configuration ----------------------------------------------------------------
 
@@ -90,7 +92,10 @@ class Telling:
         self.delivery = Delivery(
             self.log, outbox=outbox, on_result=self._notified, clock=self.clock
         )
-        self.teller = Teller(self.delivery, clock=self.clock, memory=_StoreMemory(self.recorder))
+        self._memory = _StoreMemory(self.recorder)
+        self.teller = Teller(self.delivery, clock=self.clock, memory=self._memory)
+        if self._tasks is not None:  # made by a reload: the streaks recalled beside the loop
+            self._tasks.create_task(self._memory.recall(), name="crond-streaks")
 
     def reloaded(self, ok: bool) -> None:
         if self.metrics is not None:
@@ -98,8 +103,11 @@ class Telling:
 
     # --- delivering -------------------------------------------------------------------
 
-    def start(self, tasks: asyncio.TaskGroup) -> None:
-        """Start delivering, in a task of `tasks` (/metrics is crond/daemon/serving.py's)."""
+    async def start(self, tasks: asyncio.TaskGroup) -> None:
+        """Recall the failure streaks, then start delivering, in a task of `tasks`
+        (/metrics is crond/daemon/serving.py's)."""
+        if self._memory is not None:
+            await self._memory.recall()
         self._tasks = tasks
         self._start_delivery()
 
@@ -213,15 +221,15 @@ class _StoreOutbox:
     def __init__(self, recorder: StoreRecorder) -> None:
         self.recorder = recorder
 
-    def add(self, items: Sequence[OutboxItem]) -> list[int] | None:
+    async def add(self, items: Sequence[OutboxItem]) -> list[int] | None:
         rows = [OutboxRow(0, i.kind, i.notifier, i.job, i.event, i.body, i.created) for i in items]
-        ids = self.recorder.write(lambda store: store.outbox_add(rows))
+        ids = await self.recorder.ask(lambda store: store.outbox_add(rows))
         return None if ids is FAILED else ids
 
-    def pending(self, limit: int) -> list[StoredItem]:
+    async def pending(self, limit: int) -> list[StoredItem]:
         from crond.notify.outbox import OutboxItem, StoredItem  # noqa: PLC0415
 
-        got = self.recorder.write(lambda store: store.outbox_pending(limit))
+        got = await self.recorder.ask(lambda store: store.outbox_pending(limit))
         rows = [] if got is FAILED else got
         return [
             StoredItem(
@@ -241,14 +249,25 @@ def _kind(text: str) -> Literal["notify", "ping"]:
 
 
 class _StoreMemory:
-    """Where the streaks keep what they must remember across a restart: the store's meta."""
+    """Where the streaks keep what they must remember across a restart: the store's meta,
+    read in one call (`recall`: at the start, awaited off the loop with replicas) and kept
+    here, so that telling of a failed run never waits on the store. A streak asked for
+    before the recall came back starts anew."""
 
     def __init__(self, recorder: StoreRecorder) -> None:
         self.recorder = recorder
+        self.known: dict[str, str] = {}
+
+    async def recall(self) -> None:
+        from crond.notify.streaks import MEMORY_PREFIX  # noqa: PLC0415  (only when used)
+
+        got = await self.recorder.ask(lambda store: store.metas(MEMORY_PREFIX), deadline=SLOW)
+        for key, value in ({} if got is FAILED else got).items():
+            self.known.setdefault(key, value)  # what was set since is newer
 
     def get(self, key: str) -> str | None:
-        value = self.recorder.write(lambda store: store.get_meta(key))
-        return None if value is FAILED else value
+        return self.known.get(key)
 
     def set(self, key: str, value: str) -> None:
+        self.known[key] = value
         self.recorder.mark(key, value)

@@ -14,12 +14,16 @@ from crond.clock import Clock
 from crond.config import schedparts
 from crond.config.loaded import LoadedJob
 from crond.daemon.loop import Loop
+from crond.daemon.offloop import SLOW  # the start's reads: the loop is not yet scheduling
 from crond.daemon.recorder import StoreRecorder
+from crond.daemon.stores import FAILED
 from crond.run import runner
 from crond.schedule.actions import Key
 from crond.schedule.rules import Entry
 from crond.store import files
 from crond.store.base import ViewRow, view_row
+
+_REBOOT = "reboot:"  # the marks of the boots `@reboot` jobs started in
 
 
 class StoreView:
@@ -42,22 +46,24 @@ class StoreView:
             rows = [_view_row(entry) for entry in entries]
             asyncio.get_running_loop().call_soon(self.recorder.update_view, rows, cursors)
 
-    def start_reboot_jobs(self, jobs: Iterable[LoadedJob]) -> None:
-        """`@reboot` jobs: once per host boot (the recorder remembers which boot)."""
+    async def start_reboot_jobs(self, jobs: Iterable[LoadedJob]) -> None:
+        """`@reboot` jobs: once per host boot (the recorder remembers which boot, read in
+        one call: with replicas awaited off the loop)."""
         now, boot = self.clock.now(), files.boot_id()
-        for job in jobs:
-            due = job.reboot and job.settings.enabled
-            if due and not self._ran_in_boot(job.name, boot):
+        due = [job for job in jobs if job.reboot and job.settings.enabled]
+        marks = await self._boot_marks(boot) if due else {}
+        for job in due:
+            if marks.get(self._reboot_key(job.name)) != boot:
                 mark = functools.partial(self._mark_boot, job.name, boot)
                 self.loop.start_soon(job, now, before=mark)
 
-    def _ran_in_boot(self, job: str, boot: str | None) -> bool:
-        """Whether `job` (`@reboot`) started in this host boot. Without a store, or a boot
-        id, every daemon start counts as a boot."""
+    async def _boot_marks(self, boot: str | None) -> dict[str, str]:
+        """The boots the `@reboot` jobs last started in, by key. Without a store, or a
+        boot id, every daemon start counts as a boot (no marks)."""
         if self.recorder.store is None or boot is None:
-            return False
-        key = self._reboot_key(job)
-        return self.recorder.write(lambda store: store.get_meta(key)) == boot
+            return {}
+        got = await self.recorder.ask(lambda store: store.metas(_REBOOT), deadline=SLOW)
+        return {} if got is FAILED else got
 
     def _mark_boot(self, job: str, boot: str | None) -> None:
         """`job` (`@reboot`) starts in this boot: recorded before it is spawned."""
@@ -67,7 +73,7 @@ class StoreView:
     def _reboot_key(self, job: str) -> str:
         """`@reboot` is per host: with replicas, each replica keeps its own mark."""
         replica = self.recorder.replica
-        return f"reboot:{job}" if replica is None else f"reboot:{replica}:{job}"
+        return f"{_REBOOT}{job}" if replica is None else f"{_REBOOT}{replica}:{job}"
 
 
 def _view_row(entry: Entry) -> ViewRow:

@@ -118,25 +118,24 @@ class Delivery:
             self.report.bug(exc)
 
     def keep(self) -> None:
-        """Write what was put to the outbox now, rather than at the task's next pass: the
-        daemon calls this after each run's notifications, so a crash right after a run
-        ends (the log already says so) loses none of them. Never raises."""
+        """Have what was put written to the outbox at once, rather than at the task's
+        next timed pass: the daemon calls this after each run's notifications, so a crash
+        right after a run ends (the log already says so) loses none of them. The write is
+        the task's, at the loop's next turn: with replicas it is a database call, awaited
+        off the loop (never one the loop waits on). Never raises."""
         if not self._waker.running or self._closing or not self.intake.new:
             return  # before run(): its restore must come first; closing: the task has it
-        try:
-            self._intake()
-        except Exception as exc:  # noqa: BLE001  (telling must never stop scheduling)
-            self.report.bug(exc)
+        self._waker.set()
 
     async def run(self) -> None:
         """The delivery task: returns once `aclose()` is done with it."""
         self._waker.start()
         self._ended = asyncio.Event()
         try:
-            self._restore()
+            await self._restore()
             while True:
                 try:
-                    self._pass(self.clock.monotonic())
+                    await self._pass(self.clock.monotonic())
                 except Exception as exc:  # noqa: BLE001  (a bug must not end delivery)
                     self.report.bug(exc)
                 if self._closing and self._nothing_before_deadline(self.clock.monotonic()):
@@ -171,21 +170,21 @@ class Delivery:
             return now >= deadline
         return self.lanes.idle_until(deadline)
 
-    def _restore(self) -> None:
+    async def _restore(self) -> None:
         """A previous daemon's items, queued again (intake.py: maybe sent twice)."""
-        for row in self.intake.restore():
+        for row in await self.intake.restore():
             self._enqueue(row.item, row.id)
 
-    def _pass(self, now: float) -> None:
+    async def _pass(self, now: float) -> None:
         self.report.overflow_due(now)
-        self._intake()
+        await self._intake()
         self.intake.forget()
-        self._dispatch(now)
+        self._dispatch(self.clock.monotonic())  # the intake's write may have taken a while
         self.intake.forget()
 
-    def _intake(self) -> None:
+    async def _intake(self) -> None:
         """New items into the outbox (one write), then into their lanes."""
-        for item, outbox_id in self.intake.take():
+        for item, outbox_id in await self.intake.take():
             self._enqueue(item, outbox_id)
 
     def _enqueue(self, item: OutboxItem, outbox_id: int | None) -> None:
@@ -239,7 +238,7 @@ class Delivery:
             with contextlib.suppress(BaseException):
                 await task
         with contextlib.suppress(Exception):
-            self._intake()
+            await self._intake()
         left = flying + len(self.intake.new) + self.lanes.waiting()
         with contextlib.suppress(Exception):
             self.intake.forget()

@@ -31,7 +31,7 @@ class Intake:
         self.new.append(item)
         return lost
 
-    def take(self) -> list[tuple[OutboxItem, int | None]]:
+    async def take(self) -> list[tuple[OutboxItem, int | None]]:
         """The items put since, each with its id in the outbox (written now, in one
         write), or None: not kept (no outbox, or it failed)."""
         items, self.new = self.new, []
@@ -39,15 +39,15 @@ class Intake:
             return []
         ids: list[int] | None = None
         if self.outbox is not None:
-            ids = self.outbox.add(items)
+            ids = await self.outbox.add(items)
         if ids is None or len(ids) != len(items):
             return [(item, None) for item in items]
         return list(zip(items, ids, strict=True))
 
-    def restore(self) -> list[StoredItem]:
+    async def restore(self) -> list[StoredItem]:
         """A previous daemon's items (they may be sent twice: at least once is the
         promise)."""
-        return [] if self.outbox is None else self.outbox.pending(_RESTORE_LIMIT)
+        return [] if self.outbox is None else await self.outbox.pending(_RESTORE_LIMIT)
 
     def forget_later(self, outbox_id: int | None) -> None:
         """The item of `outbox_id` is delivered or given up."""

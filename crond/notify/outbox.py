@@ -37,13 +37,15 @@ class StoredItem(NamedTuple):
 
 
 class Outbox(Protocol):
-    """Where notifications wait until delivered. No method raises."""
+    """Where notifications wait until delivered. No method raises. `add` and `pending`
+    are awaited by the delivery task: with replicas they are database calls made off the
+    event loop (docs/design.md, "The store off the loop"), never one the loop waits on."""
 
-    def add(self, items: Sequence[OutboxItem]) -> list[int] | None:
+    async def add(self, items: Sequence[OutboxItem]) -> list[int] | None:
         """Keep `items` (in one write); their ids in order, or None when the store failed."""
         ...
 
-    def pending(self, limit: int) -> list[StoredItem]:
+    async def pending(self, limit: int) -> list[StoredItem]:
         """The oldest `limit` items kept (a previous daemon's, at start)."""
         ...
 

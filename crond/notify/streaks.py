@@ -82,5 +82,8 @@ class Streaks:
             return Streak()
 
 
+MEMORY_PREFIX = "streak:"  # the keys of the streaks in the memory
+
+
 def _memory_key(notifier: str, job: str) -> str:
-    return f"streak:{notifier}:{job}"
+    return f"{MEMORY_PREFIX}{notifier}:{job}"

@@ -93,6 +93,10 @@ class Reader(Protocol):
 
     def get_meta(self, key: str) -> str | None: ...
 
+    def metas(self, prefix: str) -> dict[str, str]:
+        """Every meta value whose key begins with `prefix`, by key (one read)."""
+        ...
+
     def last(self, job: str, *, outcome: str | None = None) -> AttemptRow | None:
         """The job's newest attempt (with that outcome), if any is kept."""
         ...

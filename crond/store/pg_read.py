@@ -83,6 +83,13 @@ class Reads(Connection):
         )
         return str(rows[0][0]) if rows else None
 
+    def metas(self, prefix: str) -> dict[str, str]:
+        rows = self._all(
+            "SELECT key, value FROM crond_meta WHERE cluster = %s AND left(key, %s) = %s",
+            (self.cluster, len(prefix), prefix),
+        )
+        return {str(key): str(value) for key, value in rows}
+
     def last(self, job: str, *, outcome: str | None = None) -> AttemptRow | None:
         query = ATTEMPTS + " WHERE cluster = %s AND job = %s"
         params: tuple[Any, ...] = (self.cluster, job)

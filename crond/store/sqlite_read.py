@@ -111,6 +111,12 @@ class Reads:
         rows = self._all("SELECT value FROM meta WHERE key = ?", (key,))
         return str(rows[0][0]) if rows else None
 
+    def metas(self, prefix: str) -> dict[str, str]:
+        rows = self._all(
+            "SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+        )
+        return {str(key): str(value) for key, value in rows}
+
     def last(self, job: str, *, outcome: str | None = None) -> AttemptRow | None:
         query = ATTEMPTS + " WHERE job = ?"
         params: tuple[Any, ...] = (job,)

@@ -18,7 +18,9 @@ from crond.clock import SystemClock
 from crond.daemon.offloop import QUICK
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.stores import FAILED
+from crond.daemon.telling import _StoreMemory, _StoreOutbox
 from crond.daemon.worker import Worker
+from crond.notify.outbox import OutboxItem
 from crond.store.base import StateError
 from crond.store.pg_conn import Connection
 from crond.store.postgres import PostgresStore
@@ -98,5 +100,54 @@ async def test_the_loop_asks_a_frozen_database_at_most_a_deadline(own_pg: pg.Ser
             assert time.monotonic() < deadline, "the database did not come back"
             await asyncio.sleep(0.1)
         assert recorder.database() == "ok"
+    finally:
+        recorder.close()
+
+
+async def test_telling_and_the_start_never_hold_the_loop_on_a_frozen_database(
+    own_pg: pg.Server,
+) -> None:
+    """The notifiers' outbox, the failure streaks and the start's reads are awaited off
+    the loop: while the database is frozen the loop keeps turning (a ticker's longest gap
+    stays far below the 1 s a call may wait), the outbox's write fails by its deadline,
+    and a streak recalled at the start is answered from memory."""
+    log = structlog.get_logger()
+    url = own_pg.url()
+    other = PostgresStore.open(url, cluster="c", replica="r0")
+    other.set_meta("streak:hook:backup", '{"failed": 2, "sent": null}')
+    other.close()
+    recorder = StoreRecorder(
+        lambda _aside: PostgresStore.open(url, cluster="c", replica="r1"),
+        log, SystemClock(), replica="r1",
+    )  # fmt: skip
+    recorder.open()
+    assert recorder.opening is not None
+    assert await recorder.opening
+    memory, outbox = _StoreMemory(recorder), _StoreOutbox(recorder)
+    await memory.recall()
+    item = OutboxItem("notify", "hook", "backup", "job.failed", "{}", time.time())
+    assert await outbox.add([item]) is not None  # the database answering: kept
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    try:
+        with frozen(own_pg):
+            ticking = asyncio.create_task(ticker())
+            sent = time.monotonic()
+            assert await outbox.add([item]) is None  # not kept: delivery goes on from memory
+            assert time.monotonic() - sent < QUICK + 0.5
+            assert memory.get("streak:hook:backup") == '{"failed": 2, "sent": null}'
+            assert await outbox.pending(10) == []  # the database away: not tried
+            assert await recorder.kept() == ({}, {})
+            ticking.cancel()
+        assert gaps, "the loop never turned"
+        assert max(gaps) < 0.5, max(gaps)  # a call waited on the loop: >= QUICK
     finally:
         recorder.close()

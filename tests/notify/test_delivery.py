@@ -572,7 +572,7 @@ def test_the_outbox_keeps_an_item_until_it_is_delivered() -> None:
 def test_a_new_delivery_sends_what_a_previous_one_left() -> None:
     async def main() -> None:
         events, outbox = Events(), ListOutbox()
-        outbox.add([item(n=1), item("removed", 2), item(n=3, created=time.time() - 3600)])
+        await outbox.add([item(n=1), item("removed", 2), item(n=3, created=time.time() - 3600)])
         with NotifyServer() as server:
             hook = notifier("hook", "webhook", f"{server.url}/hook")
             async with delivering(
@@ -650,7 +650,7 @@ def test_aclose_with_an_outbox_keeps_what_is_left() -> None:
             await asyncio.sleep(0.1)
             await delivery.aclose(0.1)
             await asyncio.wait_for(task, 1)
-        assert [s.item.body for s in outbox.pending(10)] == [item().body]
+        assert [s.item.body for s in await outbox.pending(10)] == [item().body]
         assert events.named("notify.dropped") == []
         assert events.named("notify.failed") == []
 

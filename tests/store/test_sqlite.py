@@ -748,6 +748,10 @@ class _MemoryStore:
         self._check()
         return self.meta.get(key)
 
+    def metas(self, prefix: str) -> dict[str, str]:
+        self._check()
+        return {k: v for k, v in self.meta.items() if k.startswith(prefix)}
+
     def last(self, job: str, *, outcome: str | None = None) -> base.AttemptRow | None:
         return None
 
