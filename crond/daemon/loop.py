@@ -132,13 +132,15 @@ class Loop(Generic[R]):
             next_beat = self.clock.monotonic()
             while not (self._stopping and not self.running):
                 now = self.clock.now()
-                if not self._stopping:
-                    async with self.lock:
-                        await self._tick(now)
+                # The beat before the tick: claims it awaits (a hung database: up to a
+                # second each wake) never hold the liveness file back.
                 if self.clock.monotonic() >= next_beat:
                     self.effects.beat(now)
                     next_beat = self.clock.monotonic() + self.heartbeat.total_seconds()
-                await self._sleep(now, next_beat - self.clock.monotonic())
+                if not self._stopping:
+                    async with self.lock:
+                        await self._tick(now)
+                await self._sleep(self.clock.now(), next_beat - self.clock.monotonic())
 
     def start_soon(self, job: LoadedJob, slot: datetime, before: Gate | None = None) -> None:
         """Start a run of `job` for `slot` at the next wake, whatever its schedule says
