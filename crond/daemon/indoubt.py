@@ -7,6 +7,9 @@ spawning.py asks `run_id`); if that claim finds the slot taken, the recorder loo
 the cluster's unfinished runs (`ours`) for one of this replica with that run id: then the
 first claim did commit, the slot is this replica's, and its run starts on that row — not
 a slot held by nobody's run, nor a job held "busy" by a run that never started.
+A start in doubt that is missed instead (its grace ran out first) is given up: its run
+id, had the claim committed, is closed in the database (`lost`, never started), or it
+would hold an `overlap: skip` job "busy" for as long as this replica lives.
 """
 
 from __future__ import annotations
@@ -36,6 +39,13 @@ class InDoubt:
             self._run_ids[(start.job, start.slot)] = start.run_id
         while len(self._run_ids) > KEEP:
             del self._run_ids[next(iter(self._run_ids))]
+
+    def given_up(self, job: str, first: datetime, last: datetime) -> list[str]:
+        """The run ids of `job`'s claims in doubt for slots from `first` to `last`, whose
+        starts were given up (missed): no longer tried again, they may hold a claimed run
+        that never started (the recorder closes it)."""
+        keys = [key for key in self._run_ids if key[0] == job and first <= key[1] <= last]
+        return [self._run_ids.pop(key) for key in keys]
 
     def doubted(self, starts: Sequence[Start], claims: Sequence[Claim]) -> list[Start]:
         """The starts found taken whose own earlier claim is in doubt; the others'

@@ -161,6 +161,8 @@ class Service:
 
     def decided(self, job: LoadedJob, decision: Decision) -> None:
         self.telling.decided(job, decision)
+        if (missed := decision.missed) is not None:  # a claim in doubt given up: closed
+            self.recorder.missed(job.name, missed.first_slot, missed.last_slot)
         self.chaining.forget_dropped()  # chained runs skipped, missed (or of jobs gone)
 
     def run_started(self, job: LoadedJob, run: runner.Run) -> None:

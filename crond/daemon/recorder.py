@@ -88,6 +88,7 @@ class StoreRecorder(OffLoop):
         self.late = LateEnds(log, replica)  # ends written beside `lost`: told once
         self.chains: Callable[[Run, RunResult], list[Chained]] | None = None  # chaining.py
         self.in_doubt = InDoubt()  # with replicas, the claims that got no answer
+        self._abandoned: list[str] = []  # their run ids given up, not yet closed
 
     def configure(self, cfg: LoadedConfig) -> None:
         """What a file just loaded says of its jobs' records: the attempts each keeps, and,
@@ -142,6 +143,7 @@ class StoreRecorder(OffLoop):
         if claimed is FAILED:
             self.in_doubt.failed(starts)  # each may have committed all the same
             return Claims({(s.job, s.slot): "database" for s in starts})
+        self._abandon()  # what an outage left to close, now that the database answers
         found = await self._ours(self.in_doubt.doubted(starts, claimed.starts))
         refused: dict[tuple[str, datetime], Refusal] = {}
         for start, claim in zip(starts, claimed.starts, strict=True):
@@ -152,6 +154,28 @@ class StoreRecorder(OffLoop):
                 refused[(start.job, start.slot)] = "taken" if claim is None else claim  # busy, done
         quiet = {key for key, ours in zip(mine, claimed.told, strict=True) if not ours}
         return Claims(refused, quiet)
+
+    def missed(self, job: str, first: datetime, last: datetime) -> None:
+        """`job`'s starts from `first` to `last` were missed. With replicas, those whose
+        claim is in doubt may have committed it: the run it recorded, never started, is
+        closed in the database (off the loop; tried again after a failure), or it would
+        hold the job "busy" there (crond/daemon/indoubt.py)."""
+        if self.replica is None:
+            return
+        self._abandoned += self.in_doubt.given_up(job, first, last)
+        self._abandon()
+
+    def _abandon(self) -> None:
+        if not self._abandoned:
+            return
+        ids, self._abandoned = self._abandoned, []
+        at = self.clock.now()
+
+        def back(result: object) -> None:
+            if result is FAILED:
+                self._abandoned += ids  # the next claim the database answers tries again
+
+        self.send(lambda store: cast(Replicated, store).abandon(ids, at), then=back)
 
     async def _ours(self, doubted: Sequence[Start]) -> dict[str, int]:
         """Those of `doubted` this replica's claim took after all (crond/daemon/indoubt.py)."""

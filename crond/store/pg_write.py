@@ -207,6 +207,17 @@ class Runs(Connection):
             self._summaries_lost(cur, rows, now)
         return self._decoded(lambda: sorted(map(attempt_of, rows), key=lambda r: r.id))
 
+    def abandon(self, run_ids: Sequence[str], now: datetime) -> int:
+        with self._transaction() as cur:
+            cur.execute(
+                "UPDATE crond_attempts SET finished = %s, outcome = 'lost' WHERE cluster = %s "
+                "AND replica = %s AND finished IS NULL AND run_id = ANY(%s) RETURNING id",
+                (now, self.cluster, self._replica, list(run_ids)),
+            )
+            rows = cur.fetchall()
+            self._summaries_lost(cur, rows, now)
+        return len(rows)
+
     def _move_cursors(
         self, cur: psycopg.Cursor[Any], cursors: Sequence[tuple[str, datetime]]
     ) -> None:

@@ -7,9 +7,10 @@ tests/e2e/test_replicas_hung.py); its calls run off the loop, as a replica's do.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Collection, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -36,6 +37,7 @@ class LateFirstAnswer:
         self.taken: dict[tuple[str, datetime], str] = {}
         self.let_go = threading.Event()
         self.asked: list[str] = []  # the run ids claimed, in order
+        self.abandoned: list[str] = []  # the run ids closed as never started
 
     def claim(
         self,
@@ -61,6 +63,12 @@ class LateFirstAnswer:
             got.append(row.id)
         self.let_go.wait(10)  # committed; the answer is late
         return Claimed(got, [False] * len(told))
+
+    def abandon(self, run_ids: Sequence[str], now: datetime) -> int:
+        self.abandoned += run_ids
+        closed = [r for r in self.rows if r.run_id in run_ids and r.finished is None]
+        self.rows = [r for r in self.rows if r not in closed]
+        return len(closed)
 
     def open_runs(self) -> list[AttemptRow]:
         return [r for r in self.rows if r.finished is None]
@@ -97,5 +105,39 @@ async def test_a_claim_committed_without_an_answer_is_found_ours_when_tried_agai
         assert recorder.started(run, 1) == 1  # on the row its first claim made
         assert recorder.in_doubt.run_id(("j", T0)) is None
         assert recorder.database() == "ok"
+    finally:
+        recorder.close()
+
+
+async def test_a_claim_in_doubt_whose_start_is_missed_is_closed_once_the_database_answers() -> None:
+    """The start of a claim in doubt runs out of grace (missed) before it is tried again:
+    had its claim committed, its run, never started, would hold the job "busy" in the
+    database for as long as this replica lives. Given up, it is closed there, at the first
+    claim the database answers after (the database is away when it is missed)."""
+    cfg = loader.loads("jobs:\n  j: {every: 1m, command: x}\n")
+    store = LateFirstAnswer()
+    log = structlog.get_logger()
+    recorder = StoreRecorder(lambda _aside: store, log, SystemClock(), replica="r1")  # type: ignore[arg-type,return-value]
+    spawner = Spawner(log=log, clock=SystemClock(), recorder=recorder, database=True, cfg=cfg)
+    recorder.open()
+    assert recorder.opening is not None
+    assert await recorder.opening
+    try:
+        job = cfg.jobs["j"]
+        first = await spawner.claim([(job, T0)], [], T0)
+        assert first.refused == {("j", T0): "database"}
+        doubted = store.taken[("j", T0)]
+        recorder.missed("j", T0 - timedelta(minutes=1), T0)  # job.missed, reason database
+        assert store.abandoned == []  # the database away: not tried
+        store.let_go.set()
+        t1 = T0 + timedelta(minutes=1)
+        assert (await spawner.claim([(job, t1)], [], t1)).refused == {}
+        for _ in range(200):  # sent off the loop: back within the worker's turn
+            if store.abandoned:
+                break
+            await asyncio.sleep(0.01)
+        assert store.abandoned == [doubted]
+        assert [r.run_id for r in store.open_runs()] == [store.taken[("j", t1)]]
+        assert recorder.in_doubt.run_id(("j", T0)) is None
     finally:
         recorder.close()

@@ -282,3 +282,27 @@ def test_a_schema_3_database_gets_the_late_columns_and_its_all_claims_anchored(p
     (k,) = store.claim_many([base.Start("k", "k-3", T0)], T0, copies=["r3"])
     assert k is None  # run as `one` before: not as `all` now
     store.close()
+
+
+# --- a claim in doubt given up ---------------------------------------------------------------
+
+
+def test_a_claimed_run_given_up_is_closed_and_holds_its_job_busy_no_more(
+    stores: list[PostgresStore], pg_url: str
+) -> None:
+    """A claim that committed without an answer, its start then missed: the run it
+    recorded never started. Abandoned, it is closed `lost` (the summary too), and the
+    job's next slot is claimed, not refused `busy`; another replica cannot close it."""
+    one, two, _ = stores
+    (row,) = one.claim_many([base.Start("j", "doubted", T0)], T0, exclusive={"j"})
+    assert isinstance(row, int)
+    nxt = [base.Start("j", "next", SLOTS[1])]
+    assert two.claim_many(nxt, T0, exclusive={"j"}) == [base.BUSY]  # held by a phantom
+    assert two.abandon(["doubted"], SLOTS[1]) == 0  # not its run to close
+    assert one.abandon(["doubted"], SLOTS[1]) == 1
+    assert one.abandon(["doubted"], SLOTS[1]) == 0  # once
+    (outcome,) = _sql(pg_url, "SELECT outcome FROM crond_attempts WHERE run_id = 'doubted'")
+    assert outcome == ("lost",)
+    assert one.summaries()["j"].outcome == "lost"
+    later = [base.Start("j", "later", SLOTS[2])]
+    assert isinstance(two.claim_many(later, T0, exclusive={"j"})[0], int)
