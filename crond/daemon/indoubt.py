@@ -7,9 +7,10 @@ spawning.py asks `run_id`); if that claim finds the slot taken, the recorder loo
 the cluster's unfinished runs (`ours`) for one of this replica with that run id: then the
 first claim did commit, the slot is this replica's, and its run starts on that row — not
 a slot held by nobody's run, nor a job held "busy" by a run that never started.
-A start in doubt that is missed instead (its grace ran out first) is given up: its run
-id, had the claim committed, is closed in the database (`lost`, never started), or it
-would hold an `overlap: skip` job "busy" for as long as this replica lives.
+A start in doubt that is missed instead (its grace ran out first) is given up: its run,
+had the claim committed, is removed from the database's runs (its claim kept: the slot
+was told missed), or it would hold an `overlap: skip` job "busy" for as long as this
+replica lives.
 """
 
 from __future__ import annotations

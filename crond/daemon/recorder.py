@@ -169,13 +169,12 @@ class StoreRecorder(OffLoop):
         if not self._abandoned:
             return
         ids, self._abandoned = self._abandoned, []
-        at = self.clock.now()
 
         def back(result: object) -> None:
             if result is FAILED:
                 self._abandoned += ids  # the next claim the database answers tries again
 
-        self.send(lambda store: cast(Replicated, store).abandon(ids, at), then=back)
+        self.send(lambda store: cast(Replicated, store).abandon(ids), then=back)
 
     async def _ours(self, doubted: Sequence[Start]) -> dict[str, int]:
         """Those of `doubted` this replica's claim took after all (crond/daemon/indoubt.py)."""

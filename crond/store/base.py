@@ -336,10 +336,11 @@ class Replicated(Store, ClusterReader, Protocol):
         closed (and returned) by one of them only."""
         ...
 
-    def abandon(self, run_ids: Sequence[str], now: datetime) -> int:
+    def abandon(self, run_ids: Sequence[str]) -> int:
         """Runs this replica claimed and never started (a claim in doubt, its start then
-        missed) closed as `lost` at `now` in one commit, so none holds its job busy; how
-        many were open."""
+        missed) removed in one commit, their claims kept (the slot was told missed): none
+        holds its job busy, and each summary shows the attempt before; how many were
+        open."""
         ...
 
     # A KillRow kept for every replica to see, its id; and `Poll` in one transaction.

@@ -64,7 +64,7 @@ class LateFirstAnswer:
         self.let_go.wait(10)  # committed; the answer is late
         return Claimed(got, [False] * len(told))
 
-    def abandon(self, run_ids: Sequence[str], now: datetime) -> int:
+    def abandon(self, run_ids: Sequence[str]) -> int:
         self.abandoned += run_ids
         closed = [r for r in self.rows if r.run_id in run_ids and r.finished is None]
         self.rows = [r for r in self.rows if r not in closed]

@@ -287,22 +287,29 @@ def test_a_schema_3_database_gets_the_late_columns_and_its_all_claims_anchored(p
 # --- a claim in doubt given up ---------------------------------------------------------------
 
 
-def test_a_claimed_run_given_up_is_closed_and_holds_its_job_busy_no_more(
+def test_a_claimed_run_given_up_is_removed_and_holds_its_job_busy_no_more(
     stores: list[PostgresStore], pg_url: str
 ) -> None:
     """A claim that committed without an answer, its start then missed: the run it
-    recorded never started. Abandoned, it is closed `lost` (the summary too), and the
-    job's next slot is claimed, not refused `busy`; another replica cannot close it."""
+    recorded never started. Abandoned, it is removed (its claim kept: the slot is not run
+    again), the summary shows the run before, and the job's next slot is claimed, not
+    refused `busy`; another replica cannot remove it."""
     one, two, _ = stores
-    (row,) = one.claim_many([base.Start("j", "doubted", T0)], T0, exclusive={"j"})
+    (before,) = one.claim_many([base.Start("j", "before", T0)], T0, exclusive={"j"})
+    assert isinstance(before, int)
+    one.finish(before, job="j", finished=SLOTS[0], outcome="success", exit_code=0,
+               duration_s=0.5, output=[])  # fmt: skip
+    (row,) = one.claim_many([base.Start("j", "doubted", SLOTS[1])], T0, exclusive={"j"})
     assert isinstance(row, int)
-    nxt = [base.Start("j", "next", SLOTS[1])]
+    nxt = [base.Start("j", "next", SLOTS[2])]
     assert two.claim_many(nxt, T0, exclusive={"j"}) == [base.BUSY]  # held by a phantom
-    assert two.abandon(["doubted"], SLOTS[1]) == 0  # not its run to close
-    assert one.abandon(["doubted"], SLOTS[1]) == 1
-    assert one.abandon(["doubted"], SLOTS[1]) == 0  # once
-    (outcome,) = _sql(pg_url, "SELECT outcome FROM crond_attempts WHERE run_id = 'doubted'")
-    assert outcome == ("lost",)
-    assert one.summaries()["j"].outcome == "lost"
-    later = [base.Start("j", "later", SLOTS[2])]
+    assert two.abandon(["doubted"]) == 0  # not its run to remove
+    assert one.abandon(["doubted"]) == 1
+    assert one.abandon(["doubted"]) == 0  # once
+    assert _sql(pg_url, "SELECT 1 FROM crond_attempts WHERE run_id = 'doubted'") == []
+    assert _sql(pg_url, "SELECT 1 FROM crond_claims WHERE run_id = 'doubted'") == [(1,)]
+    summary = one.summaries()["j"]
+    assert (summary.run_id, summary.outcome) == ("before", "success")
+    assert one.claim_many([base.Start("j", "again", SLOTS[1])], T0) == [None]  # still taken
+    later = [base.Start("j", "later", SLOTS[3])]
     assert isinstance(two.claim_many(later, T0, exclusive={"j"})[0], int)
