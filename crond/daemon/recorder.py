@@ -143,16 +143,29 @@ class StoreRecorder(OffLoop):
         if claimed is FAILED:
             self.in_doubt.failed(starts)  # each may have committed all the same
             return Claims({(s.job, s.slot): "database" for s in starts})
+        # A told slot (skipped, missed) whose start's claim is in doubt: if that claim
+        # committed, the slot is this replica's, not a peer's: told here, and the run it
+        # may have recorded, never started, given up.
+        doubted_told = {key for key in mine if self.in_doubt.run_id(key) is not None}
+        for job, slot in doubted_told:
+            self._abandoned += self.in_doubt.given_up(job, slot, slot)
         self._abandon()  # what an outage left to close, now that the database answers
-        found = await self._ours(self.in_doubt.doubted(starts, claimed.starts))
         refused: dict[tuple[str, datetime], Refusal] = {}
+        doubted = self.in_doubt.doubted(starts, claimed.starts)
+        found = await self._ours(doubted)
+        if found is None:  # no answer: each still in doubt, tried again as it was
+            self.in_doubt.failed(doubted)
+            refused.update({(s.job, s.slot): "database" for s in doubted})
         for start, claim in zip(starts, claimed.starts, strict=True):
-            claim = found.get(start.run_id, claim)  # noqa: PLW2901  (its own, in doubt)
+            if (start.job, start.slot) in refused:
+                continue
+            claim = (found or {}).get(start.run_id, claim)  # noqa: PLW2901  (its own, in doubt)
             if isinstance(claim, int):
                 self._prepared[start.run_id] = claim
             else:
                 refused[(start.job, start.slot)] = "taken" if claim is None else claim  # busy, done
-        quiet = {key for key, ours in zip(mine, claimed.told, strict=True) if not ours}
+        answers = zip(mine, claimed.told, strict=True)
+        quiet = {key for key, ours in answers if not ours and key not in doubted_told}
         return Claims(refused, quiet)
 
     def missed(self, job: str, first: datetime, last: datetime) -> None:
@@ -176,12 +189,13 @@ class StoreRecorder(OffLoop):
 
         self.send(lambda store: cast(Replicated, store).abandon(ids), then=back)
 
-    async def _ours(self, doubted: Sequence[Start]) -> dict[str, int]:
-        """Those of `doubted` this replica's claim took after all (crond/daemon/indoubt.py)."""
+    async def _ours(self, doubted: Sequence[Start]) -> dict[str, int] | None:
+        """Those of `doubted` this replica's claim took after all (crond/daemon/indoubt.py);
+        None: the database did not answer."""
         if not doubted:
             return {}
         runs = await self.ask(lambda store: cast(Replicated, store).open_runs(), force=True)
-        return {} if runs is FAILED else ours(doubted, runs, self.replica or "")
+        return None if runs is FAILED else ours(doubted, runs, self.replica or "")
 
     def started(self, run: Run, attempt: int) -> object:
         if self._held:

@@ -20,7 +20,7 @@ from crond.clock import SystemClock
 from crond.config import loader
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.spawning import Spawner
-from crond.store.base import AttemptRow, Claim, Claimed, Start
+from crond.store.base import AttemptRow, Claim, Claimed, Start, StateError
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 
@@ -38,6 +38,7 @@ class LateFirstAnswer:
         self.let_go = threading.Event()
         self.asked: list[str] = []  # the run ids claimed, in order
         self.abandoned: list[str] = []  # the run ids closed as never started
+        self.open_fails = False  # open_runs raises (the database goes away again)
 
     def claim(
         self,
@@ -71,6 +72,8 @@ class LateFirstAnswer:
         return len(closed)
 
     def open_runs(self) -> list[AttemptRow]:
+        if self.open_fails:
+            raise StateError("the connection broke")
         return [r for r in self.rows if r.finished is None]
 
     def beat(self, now: datetime) -> datetime:
@@ -139,5 +142,61 @@ async def test_a_claim_in_doubt_whose_start_is_missed_is_closed_once_the_databas
         assert store.abandoned == [doubted]
         assert [r.run_id for r in store.open_runs()] == [store.taken[("j", t1)]]
         assert recorder.in_doubt.run_id(("j", T0)) is None
+    finally:
+        recorder.close()
+
+
+async def _doubted(store: LateFirstAnswer) -> tuple[StoreRecorder, Spawner, Any]:
+    """A replica whose first claim of j's T0 committed without an answer in time."""
+    cfg = loader.loads("jobs:\n  j: {every: 1m, command: x}\n")
+    log = structlog.get_logger()
+    recorder = StoreRecorder(lambda _aside: store, log, SystemClock(), replica="r1")  # type: ignore[arg-type,return-value]
+    spawner = Spawner(log=log, clock=SystemClock(), recorder=recorder, database=True, cfg=cfg)
+    recorder.open()
+    assert recorder.opening is not None
+    assert await recorder.opening
+    job = cfg.jobs["j"]
+    assert (await spawner.claim([(job, T0)], [], T0)).refused == {("j", T0): "database"}
+    store.let_go.set()
+    return recorder, spawner, job
+
+
+async def test_a_told_slot_whose_own_claim_is_in_doubt_is_told_here_and_its_run_given_up() -> None:
+    """The start in doubt is missed (a newer slot starts) and its slot claimed as told: the
+    claim found is this replica's own, not a peer's. So the slot is told here (not left
+    to a peer that never had it: a slot neither started nor told), and its run, never
+    started, removed."""
+    store = LateFirstAnswer()
+    recorder, spawner, job = await _doubted(store)
+    try:
+        doubted = store.taken[("j", T0)]
+        t1 = T0 + timedelta(minutes=1)
+        claims = await spawner.claim([(job, t1)], [("j", T0)], t1)  # the wake of the newer
+        assert claims.refused == {}
+        assert ("j", T0) not in claims.quiet  # told here
+        for _ in range(200):
+            if store.abandoned:
+                break
+            await asyncio.sleep(0.01)
+        assert store.abandoned == [doubted]
+        assert recorder.in_doubt.run_id(("j", T0)) is None
+    finally:
+        recorder.close()
+
+
+async def test_a_claim_in_doubt_stays_in_doubt_while_its_own_run_cannot_be_looked_for() -> None:
+    """Tried again, the slot is found taken, and the look for this replica's own run gets
+    no answer: the start waits (refused `database`) and stays in doubt, never taken for a
+    peer's slot (a start silently dropped, its run left holding the job busy)."""
+    store = LateFirstAnswer()
+    recorder, spawner, job = await _doubted(store)
+    try:
+        store.open_fails = True
+        again = await spawner.claim([(job, T0)], [], T0)
+        assert again.refused == {("j", T0): "database"}
+        assert recorder.in_doubt.run_id(("j", T0)) == store.taken[("j", T0)]
+        store.open_fails = False
+        third = await spawner.claim([(job, T0)], [], T0)
+        assert third.refused == {}  # its own, found: it runs on its row
     finally:
         recorder.close()
