@@ -339,8 +339,8 @@ class Replicated(Store, ClusterReader, Protocol):
     def abandon(self, run_ids: Sequence[str]) -> int:
         """Runs this replica claimed and never started (a claim in doubt, its start then
         missed) removed in one commit, their claims kept (the slot was told missed): none
-        holds its job busy, and each summary shows the attempt before; how many were
-        open."""
+        holds its job busy, each summary shows the attempt before, and a `max_runs` count
+        is given back; how many were open."""
         ...
 
     # A KillRow kept for every replica to see, its id; and `Poll` in one transaction.

@@ -217,6 +217,9 @@ class Runs(Connection):
             gone = cur.fetchall()
             for row_id, job in gone:
                 self._summary_back(cur, job, row_id)
+                # Counted by its claim (`max_runs`), if the job is counted: it never ran.
+                cur.execute("UPDATE crond_run_counts SET runs = runs - 1 WHERE cluster = %s "
+                            "AND job = %s AND runs > 0", (self.cluster, job))  # fmt: skip
         return len(gone)
 
     def _summary_back(self, cur: psycopg.Cursor[Any], job: str, row_id: int) -> None:

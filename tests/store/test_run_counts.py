@@ -74,3 +74,19 @@ def test_replicas_racing_for_the_last_runs_get_exactly_the_limit(pg_url: str) ->
     finally:
         for store in stores:
             store.close()
+
+
+def test_a_run_given_up_gives_its_count_back(pg_url: str) -> None:
+    """A run claimed and counted whose start was given up (a claim in doubt, then missed)
+    never ran: removed, it no longer counts toward `max_runs`."""
+    one = PostgresStore.open(pg_url, cluster="c", replica="r1")
+    try:
+        assert all(isinstance(c, int) for c in _claims(one, range(2), 3))
+        assert one.run_counts() == {"j": 2}
+        (doubted,) = _sql(pg_url, "SELECT run_id FROM crond_attempts WHERE job = 'j' LIMIT 1")
+        assert one.abandon([doubted[0]]) == 1
+        assert one.run_counts() == {"j": 1}
+        assert all(isinstance(c, int) for c in _claims(one, range(2, 4), 3))
+        assert _claims(one, range(4, 5), 3) == [base.DONE]
+    finally:
+        one.close()
