@@ -14,6 +14,7 @@ from starlette.responses import Response
 from crond.status_text import output_note
 from crond.store.base import StateError
 from crond.web import charts
+from crond.web.runevents import run_events
 from crond.web.steer import SteerError, call
 
 if TYPE_CHECKING:
@@ -41,12 +42,14 @@ async def jobs(web: Web, request: Request) -> Response:
     pages = max(1, -(-len(found) // PAGE))
     page = min(page, pages)
     counts = {s: sum(r.state() == s for r in rows.jobs) for s in STATES}
+    shown = found[(page - 1) * PAGE : page * PAGE]
     return web.render(
         request,
         "jobs.html",
         version=rows.version,
         rows=rows,
-        shown=found[(page - 1) * PAGE : page * PAGE],
+        shown=shown,
+        words={r.name: web.source.words(r.name) for r in shown if r.name in web.source.cfg.jobs},
         found=len(found),
         query=query,
         state=state,
@@ -69,6 +72,7 @@ async def job(web: Web, request: Request) -> Response:
         "job.html",
         version=found.version,
         page=found,
+        words=web.source.words(name),
         bars=charts.run_bars(found.runs),
         chart=(charts.WIDTH, charts.HEIGHT),
     )
@@ -88,8 +92,16 @@ async def run(web: Web, request: Request) -> Response:
     from crond.run.output import TAIL_LINES  # noqa: PLC0415  (the runner's: only here)
 
     notes = [output_note(a, TAIL_LINES) for a in attempts]
+    job = web.source.cfg.jobs.get(attempts[0].job) if attempts else None
+    events = run_events(attempts, None if job is None else job.settings.retry)
     return web.render(
-        request, "run.html", run_id=run_id, attempts=attempts, notes=notes, problem=problem
+        request,
+        "run.html",
+        run_id=run_id,
+        attempts=attempts,
+        notes=notes,
+        events=events,
+        problem=problem,
     )
 
 

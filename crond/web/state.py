@@ -25,6 +25,7 @@ from crond.clifile import load, reader_for
 from crond.status import alive_of
 from crond.status_text import expired, pause_text
 from crond.store.base import FAILED_OUTCOMES, AttemptRow, ClusterReader, Only, Reader, StateError
+from crond.web.words import schedule_words
 from crond.when import preview
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class JobRow(NamedTuple):
     running: bool
     paused: str | None  # as `crond status` says it; None: not paused
     last_success: str | None
+    streak: int  # failed runs in a row (the job page's count); 0: the last one did not fail
 
     @property
     def failing(self) -> bool:
@@ -123,8 +125,12 @@ class Source:
         self._timings: dict[str, Timing] = {}
         self._next: dict[str, _Next] = {}
         self._fixed: dict[str, tuple[str, str, bool]] = {}
+        self._words: dict[str, str] = {}
         self.file_problem: str | None = None
         self._cached: Rows | None = None
+        # job -> (its newest attempt as summarised, its streak): a streak is read again
+        # only when the job's newest attempt changed (10,000 failing jobs: read once).
+        self._streaks: dict[str, tuple[tuple[str | None, ...], int]] = {}
         self._reading = threading.Lock()
 
     # --- the file ----------------------------------------------------------------------
@@ -148,6 +154,7 @@ class Source:
         self._timings.clear()
         self._next.clear()
         self._fixed.clear()
+        self._words.clear()
 
     def timing(self, name: str) -> Timing:
         found = self._timings.get(name)
@@ -167,6 +174,14 @@ class Source:
                 None if fire is None else preview.utc_text(fire.at),
                 None if fire is None else preview.local_text(fire.local),
             )
+        return found
+
+    def words(self, name: str) -> str:
+        """The job's schedule in words (crond/web/words.py), made when first shown: a page
+        shows 200 of 10,000 jobs."""
+        found = self._words.get(name)
+        if found is None:
+            found = self._words[name] = schedule_words(self.cfg.jobs[name])
         return found
 
     def digest(self) -> str:
@@ -201,18 +216,27 @@ class Source:
         self.refresh_file()
         summaries: Mapping[str, Summary] = {}
         pauses: Mapping[str, PauseRow] = {}
+        streaks: Mapping[str, int] = {}
         alive, problem = False, None
         try:
             reader = self.open()
             try:
                 summaries, pauses = reader.summaries(), reader.pauses()
                 alive = alive_of(reader, self.cfg.daemon.replica_timeout)
+                streaks = self._read_streaks(reader, summaries)
             finally:
                 reader.close()
         except StateError as exc:
             problem = str(exc)
         jobs = [
-            self._row(name, summaries.get(name), pauses.get(name), now, alive=alive)
+            self._row(
+                name,
+                summaries.get(name),
+                pauses.get(name),
+                now,
+                alive=alive,
+                streak=streaks.get(name, 0),
+            )
             for name in self.cfg.jobs
         ]
         return Rows(now, jobs, alive, problem, self.file_problem)
@@ -225,6 +249,7 @@ class Source:
         now: datetime,
         *,
         alive: bool,
+        streak: int,
     ) -> JobRow:
         fixed = self._fixed.get(name)
         if fixed is None:
@@ -250,7 +275,23 @@ class Source:
             running=alive and s is not None and s.run_id is not None and s.finished is None,
             paused=None if pause is None or expired(pause, now) else pause_text(pause, now),
             last_success=None if s is None else s.success_started,
+            streak=streak,
         )
+
+    def _read_streaks(self, reader: Reader, summaries: Mapping[str, Summary]) -> dict[str, int]:
+        """The failing jobs' streaks, each read from the job's last runs (as its page
+        counts them) when its newest attempt changed since the last read."""
+        found = {}
+        for name, s in summaries.items():
+            if s.outcome not in FAILED_OUTCOMES or name not in self.cfg.jobs:
+                continue
+            key = (s.run_id, s.outcome, s.finished)
+            cached = self._streaks.get(name)
+            if cached is None or cached[0] != key:
+                runs = reader.recent(name, RUNS_SHOWN)[::-1]
+                cached = self._streaks[name] = (key, _streak(runs))
+            found[name] = cached[1]
+        return found
 
     def job(self, name: str, now: datetime) -> JobPage | None:
         """A job's page: next fires with their notes, what calendars removed, its runs;
