@@ -52,12 +52,13 @@ CLOSE_LOST = (
 _TAKE_OUTBOX = f"UPDATE crond_outbox SET replica = %s WHERE cluster = %s AND replica IN ({_STALE})"  # noqa: S608
 _BEAT = """
 INSERT INTO crond_replicas (cluster, name, pid, host, boot_id, started, last_beat, version,
-    config_digest)
+    config_digest, clock_skew_s)
 VALUES (%(cluster)s, %(name)s, %(pid)s, %(host)s, %(boot)s, %(started)s, %(beat)s,
-    %(version)s, %(digest)s)
+    %(version)s, %(digest)s, %(skew)s)
 ON CONFLICT (cluster, name) DO UPDATE SET pid = excluded.pid, host = excluded.host,
     boot_id = excluded.boot_id, started = excluded.started, last_beat = excluded.last_beat,
-    version = excluded.version, config_digest = excluded.config_digest
+    version = excluded.version, config_digest = excluded.config_digest,
+    clock_skew_s = COALESCE(excluded.clock_skew_s, crond_replicas.clock_skew_s)
 """
 # A name's first registration; no row back when the name has one already (committed, or
 # being committed by a process starting with us: then this waits for its commit).
@@ -103,11 +104,11 @@ class ClusterRows(Connection):
     def replica(self) -> str:
         return self._replica
 
-    def _beat_values(self, now: datetime) -> dict[str, Any]:
+    def _beat_values(self, now: datetime, skew: float | None = None) -> dict[str, Any]:
         return {
             "cluster": self.cluster, "name": self._replica, "pid": os.getpid(),
             "host": socket.gethostname(), "boot": boot_id(), "started": self._started,
-            "beat": now, "version": __version__, "digest": self._digest,
+            "beat": now, "version": __version__, "digest": self._digest, "skew": skew,
         }  # fmt: skip
 
     def _register(self, replica_timeout: timedelta) -> None:
@@ -143,9 +144,9 @@ class ClusterRows(Connection):
             "it, or give this one another name (--replica or CROND_REPLICA)"
         )
 
-    def beat(self, now: datetime) -> datetime:
+    def beat(self, now: datetime, skew: float | None = None) -> datetime:
         with self._transaction() as cur:
-            cur.execute(_BEAT + " RETURNING clock_timestamp()", self._beat_values(now))
+            cur.execute(_BEAT + " RETURNING clock_timestamp()", self._beat_values(now, skew))
             return utc(cur.fetchone()[0])  # type: ignore[index]
 
     def close_dead(self, now: datetime, timeout: timedelta) -> list[AttemptRow]:

@@ -176,6 +176,9 @@ class ReplicaRow(NamedTuple):
     last_beat: datetime
     version: str
     config_digest: str | None  # of the file it runs; None: not loaded yet
+    # Its clock minus the database's, in seconds, as its last heartbeat measured it (the
+    # round trip's half allowed for); None: not measured yet.
+    clock_skew_s: float | None = None
 
 
 class KillRow(NamedTuple):

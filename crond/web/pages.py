@@ -16,6 +16,7 @@ from crond.store.base import StateError
 from crond.web import charts
 from crond.web.runevents import run_events
 from crond.web.steer import SteerError, call
+from crond.when.zones import get_zone
 
 if TYPE_CHECKING:
     from crond.web.context import Web
@@ -23,7 +24,10 @@ if TYPE_CHECKING:
 PAGE = 200  # jobs a page
 STATES = ("failing", "running", "paused")
 _TIMELINE_S = 60.0
-_timeline_cache: dict[int, tuple[float, charts.Timeline]] = {}
+_ZONES_LISTED = 50  # the timeline's zone choices: the zones most jobs use, and UTC
+# The last timeline drawn: the file's load it was drawn for (the object itself: an id
+# may be reused by the next load), when (monotonic), the drawing.
+_timeline_cache: list[tuple[object, float, charts.Timeline]] = []
 
 
 async def jobs(web: Web, request: Request) -> Response:
@@ -43,13 +47,14 @@ async def jobs(web: Web, request: Request) -> Response:
     page = min(page, pages)
     counts = {s: sum(r.state() == s for r in rows.jobs) for s in STATES}
     shown = found[(page - 1) * PAGE : page * PAGE]
+    cfg, said = web.source.cfg, web.source.said
     return web.render(
         request,
         "jobs.html",
         version=rows.version,
         rows=rows,
         shown=shown,
-        words={r.name: web.source.words(r.name) for r in shown if r.name in web.source.cfg.jobs},
+        words={r.name: said.words(cfg, r.name) for r in shown if r.name in cfg.jobs},
         found=len(found),
         query=query,
         state=state,
@@ -72,7 +77,7 @@ async def job(web: Web, request: Request) -> Response:
         "job.html",
         version=found.version,
         page=found,
-        words=web.source.words(name),
+        words=web.source.said.words(web.source.cfg, name),
         bars=charts.run_bars(found.runs),
         chart=(charts.WIDTH, charts.HEIGHT),
     )
@@ -118,18 +123,26 @@ async def now(web: Web, request: Request) -> Response:
 
 async def timeline(web: Web, request: Request) -> Response:
     now = web.clock.now()
-    key = id(web.source.cfg)
-    cached = _timeline_cache.get(key)
-    if cached is None or time.monotonic() - cached[0] > _TIMELINE_S:
-        names = list(web.source.cfg.jobs)
+    cfg = web.source.cfg
+    cached = _timeline_cache[0] if _timeline_cache else None
+    if cached is None or cached[0] is not cfg or time.monotonic() - cached[1] > _TIMELINE_S:
+        names = list(cfg.jobs)
         drawn = await asyncio.to_thread(charts.timeline, names, web.source.timing, now)
-        _timeline_cache.clear()
-        _timeline_cache[key] = cached = (time.monotonic(), drawn)
-    busiest = sorted(cached[1].slots, key=lambda s: -s.count)[:10]
+        _timeline_cache[:] = [cached := (cfg, time.monotonic(), drawn)]
+    line = cached[2]
+    busiest = sorted(line.slots, key=lambda s: -s.count)[:10]
+    used = web.source.said.zones(cfg)
+    choices = [*used[:_ZONES_LISTED], *(["UTC"] if "UTC" not in used[:_ZONES_LISTED] else [])]
+    zone = request.query_params.get("zone", "")
+    if zone not in choices:
+        zone = used[0]
     return web.render(
         request,
         "timeline.html",
-        line=cached[1],
+        line=line,
+        zone=get_zone(zone),
+        zone_name=zone,
+        zones=choices,
         busiest=[s for s in busiest if s.count],
         chart=(charts.WIDTH, charts.HEIGHT),
     )

@@ -25,7 +25,8 @@ from crond.clifile import load, reader_for
 from crond.status import alive_of
 from crond.status_text import expired, pause_text
 from crond.store.base import FAILED_OUTCOMES, AttemptRow, ClusterReader, Only, Reader, StateError
-from crond.web.words import schedule_words
+from crond.web.streaks import Streaks, streak
+from crond.web.words import Said
 from crond.when import preview
 
 if TYPE_CHECKING:
@@ -125,12 +126,10 @@ class Source:
         self._timings: dict[str, Timing] = {}
         self._next: dict[str, _Next] = {}
         self._fixed: dict[str, tuple[str, str, bool]] = {}
-        self._words: dict[str, str] = {}
+        self.said = Said()  # the jobs' schedules in words, the file's zones
         self.file_problem: str | None = None
         self._cached: Rows | None = None
-        # job -> (its newest attempt as summarised, its streak): a streak is read again
-        # only when the job's newest attempt changed (10,000 failing jobs: read once).
-        self._streaks: dict[str, tuple[tuple[str | None, ...], int]] = {}
+        self._streaks = Streaks(RUNS_SHOWN)
         self._reading = threading.Lock()
 
     # --- the file ----------------------------------------------------------------------
@@ -154,7 +153,6 @@ class Source:
         self._timings.clear()
         self._next.clear()
         self._fixed.clear()
-        self._words.clear()
 
     def timing(self, name: str) -> Timing:
         found = self._timings.get(name)
@@ -174,14 +172,6 @@ class Source:
                 None if fire is None else preview.utc_text(fire.at),
                 None if fire is None else preview.local_text(fire.local),
             )
-        return found
-
-    def words(self, name: str) -> str:
-        """The job's schedule in words (crond/web/words.py), made when first shown: a page
-        shows 200 of 10,000 jobs."""
-        found = self._words.get(name)
-        if found is None:
-            found = self._words[name] = schedule_words(self.cfg.jobs[name])
         return found
 
     def digest(self) -> str:
@@ -223,31 +213,23 @@ class Source:
             try:
                 summaries, pauses = reader.summaries(), reader.pauses()
                 alive = alive_of(reader, self.cfg.daemon.replica_timeout)
-                streaks = self._read_streaks(reader, summaries)
+                streaks = self._streaks.read(reader, summaries, self.cfg.jobs)
             finally:
                 reader.close()
         except StateError as exc:
             problem = str(exc)
         jobs = [
-            self._row(
-                name,
-                summaries.get(name),
-                pauses.get(name),
-                now,
-                alive=alive,
-                streak=streaks.get(name, 0),
-            )
-            for name in self.cfg.jobs
+            self._row(n, summaries.get(n), pauses.get(n), now, alive, streaks.get(n, 0))
+            for n in self.cfg.jobs
         ]
         return Rows(now, jobs, alive, problem, self.file_problem)
 
-    def _row(
+    def _row(  # noqa: PLR0917  (the row's parts, as read)
         self,
         name: str,
         summary: Summary | None,
         pause: PauseRow | None,
         now: datetime,
-        *,
         alive: bool,
         streak: int,
     ) -> JobRow:
@@ -278,21 +260,6 @@ class Source:
             streak=streak,
         )
 
-    def _read_streaks(self, reader: Reader, summaries: Mapping[str, Summary]) -> dict[str, int]:
-        """The failing jobs' streaks, each read from the job's last runs (as its page
-        counts them) when its newest attempt changed since the last read."""
-        found = {}
-        for name, s in summaries.items():
-            if s.outcome not in FAILED_OUTCOMES or name not in self.cfg.jobs:
-                continue
-            key = (s.run_id, s.outcome, s.finished)
-            cached = self._streaks.get(name)
-            if cached is None or cached[0] != key:
-                runs = reader.recent(name, RUNS_SHOWN)[::-1]
-                cached = self._streaks[name] = (key, _streak(runs))
-            found[name] = cached[1]
-        return found
-
     def job(self, name: str, now: datetime) -> JobPage | None:
         """A job's page: next fires with their notes, what calendars removed, its runs;
         None when the file (loaded again) has no such job."""
@@ -315,7 +282,7 @@ class Source:
                 reader.close()
         except StateError as exc:
             problem = str(exc)
-        return JobPage(rows.version, row, fires, removed, runs, _streak(runs), problem)
+        return JobPage(rows.version, row, fires, removed, runs, streak(runs), problem)
 
     def run(self, run_id: str) -> list[AttemptRow]:
         """The attempts of one run, oldest first. Raises StateError."""
@@ -343,19 +310,6 @@ class Source:
         finally:
             reader.close()
         return Cluster(replicas, now, self.digest(), self.cfg.daemon.replica_timeout)
-
-
-def _streak(runs: list[AttemptRow]) -> int:
-    """Failed runs in a row, newest first (a run's outcome: its last attempt's)."""
-    count, seen = 0, set()
-    for attempt in runs:
-        if attempt.run_id in seen or attempt.finished is None:
-            continue
-        seen.add(attempt.run_id)
-        if attempt.outcome not in FAILED_OUTCOMES:
-            break
-        count += 1
-    return count
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

@@ -4,6 +4,7 @@ its calendars and jitter, joined with "; "."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from crond.config.durations import format_duration
@@ -12,7 +13,38 @@ from crond.when import timing
 from crond.when.words import cron_words, duration_words, ordinal
 
 if TYPE_CHECKING:
-    from crond.config.loaded import LoadedJob
+    from crond.config.loaded import LoadedConfig, LoadedJob
+
+
+class Said:
+    """Per load of the file: its jobs' schedules in words, made when first shown (a page
+    shows 200 of 10,000 jobs), and the zones its jobs fire in."""
+
+    def __init__(self) -> None:
+        self._cfg: LoadedConfig | None = None
+        self._words: dict[str, str] = {}
+        self._zones: list[str] = []
+
+    def _of(self, cfg: LoadedConfig) -> None:
+        if cfg is not self._cfg:
+            self._cfg, self._words, self._zones = cfg, {}, []
+
+    def words(self, cfg: LoadedConfig, name: str) -> str:
+        self._of(cfg)
+        found = self._words.get(name)
+        if found is None:
+            found = self._words[name] = schedule_words(cfg.jobs[name])
+        return found
+
+    def zones(self, cfg: LoadedConfig) -> list[str]:
+        """The most used first (ties: the file's own `timezone` first, then by name): the
+        timeline's choices, its first the default."""
+        self._of(cfg)
+        if not self._zones:
+            default = cfg.config.timezone
+            used = Counter(j.settings.timezone or default for j in cfg.jobs.values())
+            self._zones = sorted(used, key=lambda z: (-used[z], z != default, z)) or [default]
+        return self._zones
 
 
 def schedule_words(job: LoadedJob) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -143,3 +143,61 @@ def test_a_late_end_is_told_beside_lost() -> None:
         ("late", "attempt 1 ended late, after it was closed lost: succeeded, exit code 0 "
                  "(kept beside lost)"),
     ]  # fmt: skip
+
+
+TIMELINE_JOBS = """\
+  backup:
+    cron: "0 2 * * *"
+    timezone: Europe/Berlin
+    command: "true"
+  vacuum:
+    cron: "0 2 * * *"
+    timezone: Europe/Berlin
+    command: "true"
+  rotate:
+    cron: "5 2 * * *"
+    timezone: Europe/Berlin
+    command: "true"
+  report:
+    cron: "0 6 * * *"
+    command: "true"
+"""
+
+
+def _rows(page: str) -> list[str]:
+    body = page[page.index("<tbody>", page.index("Busiest")) :]
+    rows = re.findall(r"<tr>(.*?)</tr>", body, re.S)
+    return [" ".join(_text(r).split()).replace(" ,", ",") for r in rows]
+
+
+def test_the_timeline_in_the_zone_most_jobs_use_with_utc_beside(tmp_path: Path) -> None:
+    for site in pages(tmp_path, TIMELINE_JOBS):
+        page = site.get("/timeline").text
+        assert '<option value="Europe/Berlin" selected>' in page  # 3 jobs of 4
+        assert _rows(page)[:2] == [
+            "2026-12-04 02:00 CET 01:00 3 backup, vacuum, rotate",
+            "2026-12-04 07:00 CET 06:00 1 report",
+        ]
+        assert "<title>02:00 CET (01:00 UTC): 3 fires</title>" in page
+        utc = site.get("/timeline?zone=UTC").text
+        assert _rows(utc)[:2] == [
+            "2026-12-04 01:00 UTC 3 backup, vacuum, rotate",
+            "2026-12-04 06:00 UTC 1 report",
+        ]
+        # A zone the file does not use is not a choice: the default instead.
+        other = site.get("/timeline?zone=Asia/Tokyo").text
+        assert '<option value="Europe/Berlin" selected>' in other
+        assert "Asia/Tokyo" not in other
+
+
+def test_the_timeline_marks_a_change_of_the_clocks(tmp_path: Path) -> None:
+    for site in pages(tmp_path, TIMELINE_JOBS):
+        site.clock.set(datetime(2026, 10, 24, 12, 0, tzinfo=UTC))  # Berlin: back an hour
+        page = site.get("/timeline").text
+        said = " ".join(_text(page).split())
+        assert "The clocks of Europe/Berlin change at 2026-10-25 02:00 CET (UTC+0100)" in said
+        # 02:00 comes twice that night; the jobs fire at the first (summer time).
+        assert _rows(page)[:2] == [
+            "2026-10-25 02:00 CEST 00:00 3 backup, vacuum, rotate",
+            "2026-10-25 07:00 CET 06:00 1 report",
+        ]
