@@ -327,6 +327,13 @@ class Replicated(Store, ClusterReader, Protocol):
         kept), in one commit; the database's clock then (`cluster.clock_skew`)."""
         ...
 
+    def write_tails(
+        self, tails: Sequence[tuple[str, Sequence[tuple[str, str]], int, bool]]
+    ) -> None:
+        """The output tails of watched runs (pg_follow.py): each (run_id, its last lines
+        as (stream, line), the lines seen in all, whether its attempt ended)."""
+        ...
+
     def close_dead(self, now: datetime, timeout: timedelta) -> list[AttemptRow]:
         """The open attempts of the other replicas whose last beat is older than
         `timeout`, closed as `lost` in one commit; when survivors race, each attempt is

@@ -27,6 +27,7 @@ from crond import __version__
 from crond.store.base import AttemptRow, KillRow, Poll, ReplicaTaken
 from crond.store.files import boot_id
 from crond.store.pg_conn import PAUSES, Connection, attempt_of, pause_of, text, utc
+from crond.store.pg_follow import WATCHED
 
 # Kill requests are for runs going on now: a replica polls every second, so an hour old
 # one has been seen by every replica alive.
@@ -174,7 +175,9 @@ class ClusterRows(Connection):
             return int(cur.fetchone()[0])  # type: ignore[index]
 
     def poll(self, after: int) -> Poll:
-        """Three index reads in one transaction (docs/state.md has what one costs)."""
+        """Four index reads in one transaction (docs/state.md has what one costs); the
+        fourth, the runs a dashboard watches (pg_follow.py), reads a table that is empty
+        while no one watches."""
         with self._transaction() as cur:
             cur.execute(PAUSES, (self.cluster,))
             pauses = cur.fetchall()
@@ -182,11 +185,14 @@ class ClusterRows(Connection):
             kills = cur.fetchall()
             cur.execute(_LAST_KILL, (self.cluster,))
             last = int(cur.fetchone()[0])  # type: ignore[index]
+            cur.execute(WATCHED, (self.cluster,))
+            watched = cur.fetchall()
         return self._decoded(
             lambda: Poll(
                 {r[0]: pause_of(r) for r in pauses},
                 [KillRow(int(i), t, w, r, utc(at)) for i, t, w, r, at in kills],
                 last,
+                frozenset(str(r[0]) for r in watched),
             )
         )
 

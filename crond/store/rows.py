@@ -191,12 +191,20 @@ class KillRow(NamedTuple):
     requested: datetime
 
 
+# A watched run's output tail (crond/store/pg_follow.py): its last lines, each cut.
+TAIL_LINES = 100
+LINE_CHARS = 2000
+
+
 class Poll(NamedTuple):
     """A second's read: pauses, kills after an id (oldest first, <= 1000), the last id."""
 
     pauses: dict[str, PauseRow]
     kills: list[KillRow]
     last_kill: int
+    # The runs a dashboard watches now (crond/store/pg_follow.py): their output tails are
+    # wanted from the replicas running them.
+    watched: frozenset[str] = frozenset()
 
 
 class NextFire(Protocol):

@@ -74,8 +74,21 @@ _RUN_COUNTS = (
     )""",
 )
 # New in schema 6 (docs/web.md, the dashboard): each replica's clock skew as its last
-# heartbeat measured it, kept with its heartbeat.
-_WEB = ("ALTER TABLE crond_replicas ADD COLUMN IF NOT EXISTS clock_skew_s double precision",)
+# heartbeat measured it, kept with its heartbeat; and the runs a dashboard watches, with
+# the output tail the replica running each writes (crond/store/pg_follow.py).
+_WEB = (
+    "ALTER TABLE crond_replicas ADD COLUMN IF NOT EXISTS clock_skew_s double precision",
+    """CREATE TABLE IF NOT EXISTS crond_follows (
+        cluster text NOT NULL,
+        run_id text NOT NULL,
+        until timestamptz NOT NULL,  -- the database's clock: asked for until then
+        lines text,  -- JSON: the last lines, [[stream, line], ...]
+        seen bigint NOT NULL DEFAULT 0,  -- lines seen in all
+        ended boolean NOT NULL DEFAULT false,
+        written timestamptz,
+        PRIMARY KEY (cluster, run_id)
+    )""",
+)
 # version -> the statements that bring it to version + 1.
 UPGRADES: dict[int, tuple[str, ...]] = {
     1: _KILLS,

@@ -5,15 +5,19 @@ store or a job says reaches the page through Jinja2's escaping only."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from crond.clock import iso_utc
 from crond.status_text import output_note
-from crond.store.base import StateError
+from crond.store.base import AttemptRow, StateError
 from crond.web import charts
+from crond.web.remote import connector, follow_remote
 from crond.web.runevents import run_events
 from crond.web.steer import SteerError, call
 from crond.when.zones import get_zone
@@ -118,7 +122,23 @@ async def now(web: Web, request: Request) -> Response:
         runs = [r for r in answer.get("runs") or [] if isinstance(r, dict)]
     except SteerError as exc:
         problem = str(exc)
+        if web.source.cfg.daemon.database is not None:  # no daemon here: the cluster's runs
+            try:
+                opened = await asyncio.to_thread(web.source.open_runs) or []
+                runs, problem = [_going(a, web.clock.now()) for a in opened], None
+            except StateError as why:
+                problem = f"{problem}; {why}"
     return web.render(request, "now.html", runs=runs, problem=problem)
+
+
+def _going(a: AttemptRow, now: datetime) -> dict[str, Any]:
+    """An open attempt of the cluster's database as `crond ps` shows a run."""
+    elapsed = round(max(0.0, (now - a.started).total_seconds()), 3)
+    return {
+        "job": a.job, "run_id": a.run_id, "attempt": a.attempt, "pid": "",
+        "slot": iso_utc(a.slot), "started": iso_utc(a.started), "elapsed": elapsed,
+        "replica": a.replica,
+    }  # fmt: skip
 
 
 async def timeline(web: Web, request: Request) -> Response:
@@ -164,8 +184,10 @@ async def watch(web: Web, request: Request) -> Response:
     if job not in web.source.cfg.jobs:
         return web.render(request, "missing.html", 404, what=f"A job named {job!r}")
     user = request.scope["user"]
+    connect = connector(web.source.cfg)
+    remote = None if connect is None else functools.partial(follow_remote, connect=connect)
     try:
-        found = web.follows.start(web.socket, job, f"web:{user.name}", run_id)
+        found = web.follows.start(web.socket, job, f"web:{user.name}", run_id, remote)
     except SteerError as exc:
         return web.render(request, "now.html", 503, runs=[], problem=str(exc))
     return web.render(request, "follow.html", follow=found)
