@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -29,6 +30,21 @@ def _events(stream: Iterator[str]) -> Iterator[tuple[str, str]]:
         elif not line and name:
             yield name, data
             name, data = "", ""
+
+
+def _watch(url: str, auth: dict[str, str], go: Path) -> tuple[list[str], dict[str, Any]]:
+    """A followed run's lines and end, from its stream; `go` made once its first line is
+    seen (the run then prints its second and ends)."""
+    lines: list[str] = []
+    with httpx.stream("GET", url, headers=auth, timeout=20) as answer:
+        for name, data in _events(answer.iter_lines()):
+            if name == "line":
+                lines.append(json.loads(data)["line"])
+                if lines == ["first"]:
+                    go.touch()  # its next line comes while the page watches
+            elif name == "end":
+                return lines, json.loads(data)
+    raise AssertionError(f"the stream ended without an end: {lines}")
 
 
 def test_a_run_on_another_replica_is_watched_through_the_database(
@@ -66,18 +82,8 @@ def test_a_run_on_another_replica_is_watched_through_the_database(
         assert page.status_code == 200, page.text
         found = re.search(r'data-follow="(/follow/[^"]+/events)"', page.text)
         assert found is not None, page.text
-        lines, end = [], None
-        with httpx.stream("GET", dash.url + found.group(1), headers=auth, timeout=20) as answer:
-            for name, data in _events(answer.iter_lines()):
-                if name == "line":
-                    lines.append(json.loads(data)["line"])
-                    if lines == ["first"]:
-                        go.touch()  # its next line comes while the page watches
-                elif name == "end":
-                    end = json.loads(data)
-                    break
+        lines, end = _watch(dash.url + found.group(1), auth, go)
         assert lines == ["first", "second"]
-        assert end is not None
         assert end["error"] is None
         assert end["result"]["outcome"] == "success"
         assert end["result"]["run_id"] == run_id
@@ -85,6 +91,19 @@ def test_a_run_on_another_replica_is_watched_through_the_database(
             row = conn.execute("SELECT seen, ended FROM crond_follows WHERE run_id = %s",
                                (run_id,)).fetchone()  # fmt: skip
         assert row == (2, True)
+        # No daemon beside the dashboard any more: the runs and their output come from
+        # the database alone.
+        replicas[0].kill()
+        go.unlink()
+        done = run_cli("trigger", str(file), "gated", "--socket", str(r2_state / "crond.sock"))
+        second = done.stdout.strip()
+        now = httpx.get(dash.url + "/now", headers=auth, timeout=10).text
+        assert re.search(rf">{second}</a>.*?<td>r2</td>", now, re.S), now
+        page = httpx.get(f"{dash.url}/now/{second}?job=gated", headers=auth, timeout=10)
+        found = re.search(r'data-follow="(/follow/[^"]+/events)"', page.text)
+        assert found is not None, page.text
+        lines, end = _watch(dash.url + found.group(1), auth, go)
+        assert (lines, end["result"]["outcome"]) == (["first", "second"], "success")
     finally:
         go.touch()
         if dash is not None:
