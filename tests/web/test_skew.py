@@ -11,9 +11,9 @@ from pathlib import Path
 import psycopg
 
 from crond.clock import FakeClock
-from crond.store import schema_pg
 from crond.store.postgres import PostgresStore
 from tests.daemon.test_replica_fake_clock import beats, replica
+from tests.store.test_pg_cluster import _old_schema
 
 T0 = datetime(2026, 1, 5, 2, 0, tzinfo=UTC)
 
@@ -59,12 +59,9 @@ def test_the_store_keeps_a_skew_until_a_beat_measures_another(pg_url: str) -> No
         store.close()
 
 
-def test_a_schema_5_database_gains_the_column(pg_url: str) -> None:
+def test_a_schema_5_database_gains_the_column_and_the_follows(pg_url: str) -> None:
+    _old_schema(pg_url, 5)
     with psycopg.connect(pg_url) as conn:
-        for statement in schema_pg.TABLES:
-            if statement not in schema_pg.UPGRADES[5]:
-                conn.execute(statement)
-        conn.execute("INSERT INTO crond_schema (version) VALUES (5)")
         conn.execute(
             "INSERT INTO crond_replicas (cluster, name, pid, host, started, last_beat, version)"
             " VALUES ('c', 'old', 1, 'h', now(), now(), '0')"
@@ -73,6 +70,7 @@ def test_a_schema_5_database_gains_the_column(pg_url: str) -> None:
     try:
         store.beat(T0, 0.5)
         assert {r.name: r.clock_skew_s for r in store.replicas()} == {"old": None, "r1": 0.5}
+        assert store.poll(0).watched == frozenset()  # crond_follows made too
     finally:
         store.close()
     with psycopg.connect(pg_url) as conn:
