@@ -24,8 +24,9 @@ def streak(runs: list[AttemptRow]) -> int:
 
 
 class Streaks:
-    """The failing jobs' streaks, each read from the job's last `runs` attempts (as its
-    page counts them) when its newest attempt changed since the last read."""
+    """The streaks of the jobs failing or running, each read from the job's last `runs`
+    attempts (as its page counts them) when its newest attempt changed since the last
+    read."""
 
     def __init__(self, runs: int) -> None:
         self.runs = runs
@@ -37,7 +38,10 @@ class Streaks:
     ) -> dict[str, int]:
         found = {}
         for name, s in summaries.items():
-            if s.outcome not in FAILED_OUTCOMES or name not in jobs:
+            # A failed newest attempt, or one going (it may follow failed runs: the job's
+            # page counts those, so the jobs page does too).
+            going = s.run_id is not None and s.finished is None
+            if (s.outcome not in FAILED_OUTCOMES and not going) or name not in jobs:
                 continue
             key = (s.run_id, s.outcome, s.finished)
             known = self._known.get(name)

@@ -68,6 +68,10 @@ def test_the_failure_streak_on_the_jobs_page_as_on_the_job_page(site: Pages) -> 
     # A fourth failure: read again, since the newest attempt changed.
     site.attempt("nightly", "r-4", 1, at + timedelta(hours=5), "failed", exit_code=3)
     assert re.search(r"nightly\s+failing\s+failed 4 in a row", _text(site.get("/").text))
+    # A run going after them: the streak still said, as the job's page says it.
+    site.attempt("nightly", "r-5", 1, at + timedelta(hours=6), None)
+    assert re.search(r"nightly\s+\w+\s+failed 4 in a row", _text(site.get("/").text))
+    assert "failed 4 times in a row" in _text(site.get("/jobs/nightly").text)
 
 
 def test_a_runs_events_retries_and_the_retry_due(site: Pages) -> None:

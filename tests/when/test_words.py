@@ -126,7 +126,7 @@ def _weekdays_said(said: str) -> set[int]:
     return found | {(d + 1) % 7 for d, name in enumerate(_NAMES) if name in rest}
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(expressions(), st.sampled_from(DAY_PARTS), st.booleans())
 def test_every_expression_has_words(text: str, day_part: str, forms: bool) -> None:
     if forms:  # the day forms of the oracle's set, under random times of day
