@@ -125,6 +125,7 @@ class Cluster:
         self.timeout = timedelta(seconds=30)  # daemon.replica_timeout, set at each load
         self.digest: str | None = None  # of this replica's file
         self._skewed = False
+        self.skew: float | None = None  # seconds, as the last short round trip measured it
         self._beating: asyncio.Task[None] | None = None  # the heartbeat's queries
         self._mismatch: frozenset[tuple[str, str, str]] = frozenset()
         self.polling = Polling(
@@ -163,7 +164,7 @@ class Cluster:
 
         def beat(store: Replicated) -> tuple[datetime, datetime, float, float]:
             ours, sent = clock.now(), clock.monotonic()  # when it is sent, on its thread
-            theirs = store.beat(ours)
+            theirs = store.beat(ours, self.skew)
             return ours, theirs, clock.monotonic() - sent, sent
 
         timed = await self._store(beat)
@@ -187,6 +188,9 @@ class Cluster:
         if round_trip > SHORT_TRIP:
             return  # it waited on the database, not on a clock: nothing to compare
         skew = (ours - theirs).total_seconds()
+        # Kept with the next beat (the dashboard's cluster page): the round trip's half
+        # allowed for, toward zero.
+        self.skew = round(max(abs(skew) - round_trip / 2, 0.0) * (1 if skew >= 0 else -1), 3)
         skewed = abs(skew) - round_trip / 2 > SKEW_LIMIT.total_seconds()
         if skewed and not self._skewed:
             self.log.warning(

@@ -27,6 +27,7 @@ from crond.daemon.loop import Loop
 from crond.daemon.pausing import Rests
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.stores import FAILED
+from crond.daemon.tails import Tails
 from crond.run import runner
 from crond.store.base import PauseRow, Replicated
 
@@ -57,6 +58,7 @@ class Polling:
         # Pauses begun on this replica (its socket), when: ended by the first poll asked
         # after them that no longer finds them (resumed on another replica within a poll).
         self._noted: dict[str, datetime] = {}
+        self.tails = Tails(loop, recorder)  # the output of runs a dashboard watches
 
     async def poll_forever(self) -> None:
         while True:
@@ -99,6 +101,8 @@ class Polling:
             ):
                 self._kill(kill.target, kill.by, kill.replica)
         self._last_kill = max(found.last_kill, after or 0)
+        self.tails.wanted(found.watched)
+        await self.tails.flush()
 
     def _sync_pauses(
         self, rows: dict[str, PauseRow], asked: datetime

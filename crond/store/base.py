@@ -325,9 +325,17 @@ class Replicated(Store, ClusterReader, Protocol):
         """This replica's name: its attempts and claims (`replicas: all`) carry it."""
         ...
 
-    def beat(self, now: datetime) -> datetime:
+    def beat(self, now: datetime, skew: float | None = None) -> datetime:
         """This replica is alive at `now` (kept with its pid, host, boot, version and file's
-        digest), in one commit; the database's clock then (`cluster.clock_skew`)."""
+        digest, and `skew`, its clock's skew the last beat measured; None keeps the one
+        kept), in one commit; the database's clock then (`cluster.clock_skew`)."""
+        ...
+
+    def write_tails(
+        self, tails: Sequence[tuple[str, Sequence[tuple[str, str]], int, bool]]
+    ) -> None:
+        """The output tails of watched runs (pg_follow.py): each (run_id, its last lines
+        as (stream, line), the lines seen in all, whether its attempt ended)."""
         ...
 
     def close_dead(self, now: datetime, timeout: timedelta) -> list[AttemptRow]:

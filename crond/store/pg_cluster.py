@@ -27,6 +27,7 @@ from crond import __version__
 from crond.store.base import AttemptRow, KillRow, Poll, ReplicaTaken
 from crond.store.files import boot_id
 from crond.store.pg_conn import PAUSES, Connection, attempt_of, pause_of, text, utc
+from crond.store.pg_follow import WATCHED
 
 # Kill requests are for runs going on now: a replica polls every second, so an hour old
 # one has been seen by every replica alive.
@@ -52,12 +53,13 @@ CLOSE_LOST = (
 _TAKE_OUTBOX = f"UPDATE crond_outbox SET replica = %s WHERE cluster = %s AND replica IN ({_STALE})"  # noqa: S608
 _BEAT = """
 INSERT INTO crond_replicas (cluster, name, pid, host, boot_id, started, last_beat, version,
-    config_digest)
+    config_digest, clock_skew_s)
 VALUES (%(cluster)s, %(name)s, %(pid)s, %(host)s, %(boot)s, %(started)s, %(beat)s,
-    %(version)s, %(digest)s)
+    %(version)s, %(digest)s, %(skew)s)
 ON CONFLICT (cluster, name) DO UPDATE SET pid = excluded.pid, host = excluded.host,
     boot_id = excluded.boot_id, started = excluded.started, last_beat = excluded.last_beat,
-    version = excluded.version, config_digest = excluded.config_digest
+    version = excluded.version, config_digest = excluded.config_digest,
+    clock_skew_s = COALESCE(excluded.clock_skew_s, crond_replicas.clock_skew_s)
 """
 # A name's first registration; no row back when the name has one already (committed, or
 # being committed by a process starting with us: then this waits for its commit).
@@ -103,11 +105,11 @@ class ClusterRows(Connection):
     def replica(self) -> str:
         return self._replica
 
-    def _beat_values(self, now: datetime) -> dict[str, Any]:
+    def _beat_values(self, now: datetime, skew: float | None = None) -> dict[str, Any]:
         return {
             "cluster": self.cluster, "name": self._replica, "pid": os.getpid(),
             "host": socket.gethostname(), "boot": boot_id(), "started": self._started,
-            "beat": now, "version": __version__, "digest": self._digest,
+            "beat": now, "version": __version__, "digest": self._digest, "skew": skew,
         }  # fmt: skip
 
     def _register(self, replica_timeout: timedelta) -> None:
@@ -143,9 +145,9 @@ class ClusterRows(Connection):
             "it, or give this one another name (--replica or CROND_REPLICA)"
         )
 
-    def beat(self, now: datetime) -> datetime:
+    def beat(self, now: datetime, skew: float | None = None) -> datetime:
         with self._transaction() as cur:
-            cur.execute(_BEAT + " RETURNING clock_timestamp()", self._beat_values(now))
+            cur.execute(_BEAT + " RETURNING clock_timestamp()", self._beat_values(now, skew))
             return utc(cur.fetchone()[0])  # type: ignore[index]
 
     def close_dead(self, now: datetime, timeout: timedelta) -> list[AttemptRow]:
@@ -173,7 +175,9 @@ class ClusterRows(Connection):
             return int(cur.fetchone()[0])  # type: ignore[index]
 
     def poll(self, after: int) -> Poll:
-        """Three index reads in one transaction (docs/state.md has what one costs)."""
+        """Four index reads in one transaction (docs/state.md has what one costs); the
+        fourth, the runs a dashboard watches (pg_follow.py), reads a table that is empty
+        while no one watches."""
         with self._transaction() as cur:
             cur.execute(PAUSES, (self.cluster,))
             pauses = cur.fetchall()
@@ -181,11 +185,14 @@ class ClusterRows(Connection):
             kills = cur.fetchall()
             cur.execute(_LAST_KILL, (self.cluster,))
             last = int(cur.fetchone()[0])  # type: ignore[index]
+            cur.execute(WATCHED, (self.cluster,))
+            watched = cur.fetchall()
         return self._decoded(
             lambda: Poll(
                 {r[0]: pause_of(r) for r in pauses},
                 [KillRow(int(i), t, w, r, utc(at)) for i, t, w, r, at in kills],
                 last,
+                frozenset(str(r[0]) for r in watched),
             )
         )
 

@@ -46,8 +46,8 @@ _PER_REPLICA = (
     "WHERE cluster = %s AND job = ANY(%s) {also} ORDER BY job, replica, id DESC"
 )
 REPLICAS = (
-    "SELECT name, host, pid, boot_id, started, last_beat, version, config_digest "
-    "FROM crond_replicas WHERE cluster = %s"
+    "SELECT name, host, pid, boot_id, started, last_beat, version, config_digest, "
+    "clock_skew_s FROM crond_replicas WHERE cluster = %s"
 )
 
 
@@ -193,7 +193,8 @@ class Reads(Connection):
 
 def replica_of(row: Any) -> ReplicaRow:
     """A replica as `REPLICAS` selects it."""
-    name, host, pid, boot, started, last_beat, version, digest = row
+    name, host, pid, boot, started, last_beat, version, digest, skew = row
     return ReplicaRow(
-        str(name), str(host), int(pid), boot, utc(started), utc(last_beat), str(version), digest
-    )
+        str(name), str(host), int(pid), boot, utc(started), utc(last_beat), str(version), digest,
+        None if skew is None else float(skew),
+    )  # fmt: skip

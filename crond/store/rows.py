@@ -176,6 +176,9 @@ class ReplicaRow(NamedTuple):
     last_beat: datetime
     version: str
     config_digest: str | None  # of the file it runs; None: not loaded yet
+    # Its clock minus the database's, in seconds, as its last heartbeat measured it (the
+    # round trip's half allowed for); None: not measured yet.
+    clock_skew_s: float | None = None
 
 
 class KillRow(NamedTuple):
@@ -188,12 +191,20 @@ class KillRow(NamedTuple):
     requested: datetime
 
 
+# A watched run's output tail (crond/store/pg_follow.py): its last lines, each cut.
+TAIL_LINES = 100
+LINE_CHARS = 2000
+
+
 class Poll(NamedTuple):
     """A second's read: pauses, kills after an id (oldest first, <= 1000), the last id."""
 
     pauses: dict[str, PauseRow]
     kills: list[KillRow]
     last_kill: int
+    # The runs a dashboard watches now (crond/store/pg_follow.py): their output tails are
+    # wanted from the replicas running them.
+    watched: frozenset[str] = frozenset()
 
 
 class NextFire(Protocol):

@@ -19,7 +19,7 @@ from typing import Any
 
 from crond.store.base import StateError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Kill requests (`crond kill` reaching every replica): new in schema 2.
 _KILLS = (
     """CREATE TABLE IF NOT EXISTS crond_kills (
@@ -73,12 +73,29 @@ _RUN_COUNTS = (
         PRIMARY KEY (cluster, job)
     )""",
 )
+# New in schema 6 (docs/web.md, the dashboard): each replica's clock skew as its last
+# heartbeat measured it, kept with its heartbeat; and the runs a dashboard watches, with
+# the output tail the replica running each writes (crond/store/pg_follow.py).
+_WEB = (
+    "ALTER TABLE crond_replicas ADD COLUMN IF NOT EXISTS clock_skew_s double precision",
+    """CREATE TABLE IF NOT EXISTS crond_follows (
+        cluster text NOT NULL,
+        run_id text NOT NULL,
+        until timestamptz NOT NULL,  -- the database's clock: asked for until then
+        lines text,  -- JSON: the last lines, [[stream, line], ...]
+        seen bigint NOT NULL DEFAULT 0,  -- lines seen in all
+        ended boolean NOT NULL DEFAULT false,
+        written timestamptz,
+        PRIMARY KEY (cluster, run_id)
+    )""",
+)
 # version -> the statements that bring it to version + 1.
 UPGRADES: dict[int, tuple[str, ...]] = {
     1: _KILLS,
     2: _RESUMES,
     3: _LATE_AND_EACH,
     4: _RUN_COUNTS,
+    5: _WEB,
 }
 # The transaction-scoped advisory lock the creation and upgrades run under (any constant
 # of our own: "crond" in ASCII). Only the migration takes it; claims never do.
@@ -210,6 +227,7 @@ TABLES = (
     *_RESUMES,
     *_LATE_AND_EACH,
     *_RUN_COUNTS,
+    *_WEB,
 )
 
 

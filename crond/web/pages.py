@@ -5,16 +5,22 @@ store or a job says reaches the page through Jinja2's escaping only."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from crond.clock import iso_utc
 from crond.status_text import output_note
-from crond.store.base import StateError
+from crond.store.base import AttemptRow, StateError
 from crond.web import charts
+from crond.web.remote import connector, follow_remote
+from crond.web.runevents import run_events
 from crond.web.steer import SteerError, call
+from crond.when.zones import get_zone
 
 if TYPE_CHECKING:
     from crond.web.context import Web
@@ -22,7 +28,10 @@ if TYPE_CHECKING:
 PAGE = 200  # jobs a page
 STATES = ("failing", "running", "paused")
 _TIMELINE_S = 60.0
-_timeline_cache: dict[int, tuple[float, charts.Timeline]] = {}
+_ZONES_LISTED = 50  # the timeline's zone choices: the zones most jobs use, and UTC
+# The last timeline drawn: the file's load it was drawn for (the object itself: an id
+# may be reused by the next load), when (monotonic), the drawing.
+_timeline_cache: list[tuple[object, float, charts.Timeline]] = []
 
 
 async def jobs(web: Web, request: Request) -> Response:
@@ -41,12 +50,15 @@ async def jobs(web: Web, request: Request) -> Response:
     pages = max(1, -(-len(found) // PAGE))
     page = min(page, pages)
     counts = {s: sum(r.state() == s for r in rows.jobs) for s in STATES}
+    shown = found[(page - 1) * PAGE : page * PAGE]
+    cfg, said = web.source.cfg, web.source.said
     return web.render(
         request,
         "jobs.html",
         version=rows.version,
         rows=rows,
-        shown=found[(page - 1) * PAGE : page * PAGE],
+        shown=shown,
+        words={r.name: said.words(cfg, r.name) for r in shown if r.name in cfg.jobs},
         found=len(found),
         query=query,
         state=state,
@@ -69,6 +81,7 @@ async def job(web: Web, request: Request) -> Response:
         "job.html",
         version=found.version,
         page=found,
+        words=web.source.said.words(web.source.cfg, name),
         bars=charts.run_bars(found.runs),
         chart=(charts.WIDTH, charts.HEIGHT),
     )
@@ -88,8 +101,16 @@ async def run(web: Web, request: Request) -> Response:
     from crond.run.output import TAIL_LINES  # noqa: PLC0415  (the runner's: only here)
 
     notes = [output_note(a, TAIL_LINES) for a in attempts]
+    job = web.source.cfg.jobs.get(attempts[0].job) if attempts else None
+    events = run_events(attempts, None if job is None else job.settings.retry)
     return web.render(
-        request, "run.html", run_id=run_id, attempts=attempts, notes=notes, problem=problem
+        request,
+        "run.html",
+        run_id=run_id,
+        attempts=attempts,
+        notes=notes,
+        events=events,
+        problem=problem,
     )
 
 
@@ -101,23 +122,47 @@ async def now(web: Web, request: Request) -> Response:
         runs = [r for r in answer.get("runs") or [] if isinstance(r, dict)]
     except SteerError as exc:
         problem = str(exc)
+        if web.source.cfg.daemon.database is not None:  # no daemon here: the cluster's runs
+            try:
+                opened = await asyncio.to_thread(web.source.open_runs) or []
+                runs, problem = [_going(a, web.clock.now()) for a in opened], None
+            except StateError as why:
+                problem = f"{problem}; {why}"
     return web.render(request, "now.html", runs=runs, problem=problem)
+
+
+def _going(a: AttemptRow, now: datetime) -> dict[str, Any]:
+    """An open attempt of the cluster's database as `crond ps` shows a run."""
+    elapsed = round(max(0.0, (now - a.started).total_seconds()), 3)
+    return {
+        "job": a.job, "run_id": a.run_id, "attempt": a.attempt, "pid": "",
+        "slot": iso_utc(a.slot), "started": iso_utc(a.started), "elapsed": elapsed,
+        "replica": a.replica,
+    }  # fmt: skip
 
 
 async def timeline(web: Web, request: Request) -> Response:
     now = web.clock.now()
-    key = id(web.source.cfg)
-    cached = _timeline_cache.get(key)
-    if cached is None or time.monotonic() - cached[0] > _TIMELINE_S:
-        names = list(web.source.cfg.jobs)
+    cfg = web.source.cfg
+    cached = _timeline_cache[0] if _timeline_cache else None
+    if cached is None or cached[0] is not cfg or time.monotonic() - cached[1] > _TIMELINE_S:
+        names = list(cfg.jobs)
         drawn = await asyncio.to_thread(charts.timeline, names, web.source.timing, now)
-        _timeline_cache.clear()
-        _timeline_cache[key] = cached = (time.monotonic(), drawn)
-    busiest = sorted(cached[1].slots, key=lambda s: -s.count)[:10]
+        _timeline_cache[:] = [cached := (cfg, time.monotonic(), drawn)]
+    line = cached[2]
+    busiest = sorted(line.slots, key=lambda s: -s.count)[:10]
+    used = web.source.said.zones(cfg)
+    choices = [*used[:_ZONES_LISTED], *(["UTC"] if "UTC" not in used[:_ZONES_LISTED] else [])]
+    zone = request.query_params.get("zone", "")
+    if zone not in choices:
+        zone = used[0]
     return web.render(
         request,
         "timeline.html",
-        line=cached[1],
+        line=line,
+        zone=get_zone(zone),
+        zone_name=zone,
+        zones=choices,
         busiest=[s for s in busiest if s.count],
         chart=(charts.WIDTH, charts.HEIGHT),
     )
@@ -139,8 +184,10 @@ async def watch(web: Web, request: Request) -> Response:
     if job not in web.source.cfg.jobs:
         return web.render(request, "missing.html", 404, what=f"A job named {job!r}")
     user = request.scope["user"]
+    connect = connector(web.source.cfg)
+    remote = None if connect is None else functools.partial(follow_remote, connect=connect)
     try:
-        found = web.follows.start(web.socket, job, f"web:{user.name}", run_id)
+        found = web.follows.start(web.socket, job, f"web:{user.name}", run_id, remote)
     except SteerError as exc:
         return web.render(request, "now.html", 503, runs=[], problem=str(exc))
     return web.render(request, "follow.html", follow=found)

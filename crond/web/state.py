@@ -25,6 +25,8 @@ from crond.clifile import load, reader_for
 from crond.status import alive_of
 from crond.status_text import expired, pause_text
 from crond.store.base import FAILED_OUTCOMES, AttemptRow, ClusterReader, Only, Reader, StateError
+from crond.web.streaks import Streaks, streak
+from crond.web.words import Said
 from crond.when import preview
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ class JobRow(NamedTuple):
     running: bool
     paused: str | None  # as `crond status` says it; None: not paused
     last_success: str | None
+    streak: int  # failed runs in a row (the job page's count); 0: the last one did not fail
 
     @property
     def failing(self) -> bool:
@@ -123,8 +126,10 @@ class Source:
         self._timings: dict[str, Timing] = {}
         self._next: dict[str, _Next] = {}
         self._fixed: dict[str, tuple[str, str, bool]] = {}
+        self.said = Said()  # the jobs' schedules in words, the file's zones
         self.file_problem: str | None = None
         self._cached: Rows | None = None
+        self._streaks = Streaks(RUNS_SHOWN)
         self._reading = threading.Lock()
 
     # --- the file ----------------------------------------------------------------------
@@ -201,30 +206,32 @@ class Source:
         self.refresh_file()
         summaries: Mapping[str, Summary] = {}
         pauses: Mapping[str, PauseRow] = {}
+        streaks: Mapping[str, int] = {}
         alive, problem = False, None
         try:
             reader = self.open()
             try:
                 summaries, pauses = reader.summaries(), reader.pauses()
                 alive = alive_of(reader, self.cfg.daemon.replica_timeout)
+                streaks = self._streaks.read(reader, summaries, self.cfg.jobs)
             finally:
                 reader.close()
         except StateError as exc:
             problem = str(exc)
         jobs = [
-            self._row(name, summaries.get(name), pauses.get(name), now, alive=alive)
-            for name in self.cfg.jobs
+            self._row(n, summaries.get(n), pauses.get(n), now, alive, streaks.get(n, 0))
+            for n in self.cfg.jobs
         ]
         return Rows(now, jobs, alive, problem, self.file_problem)
 
-    def _row(
+    def _row(  # noqa: PLR0917  (the row's parts, as read)
         self,
         name: str,
         summary: Summary | None,
         pause: PauseRow | None,
         now: datetime,
-        *,
         alive: bool,
+        streak: int,
     ) -> JobRow:
         fixed = self._fixed.get(name)
         if fixed is None:
@@ -250,6 +257,7 @@ class Source:
             running=alive and s is not None and s.run_id is not None and s.finished is None,
             paused=None if pause is None or expired(pause, now) else pause_text(pause, now),
             last_success=None if s is None else s.success_started,
+            streak=streak,
         )
 
     def job(self, name: str, now: datetime) -> JobPage | None:
@@ -274,7 +282,7 @@ class Source:
                 reader.close()
         except StateError as exc:
             problem = str(exc)
-        return JobPage(rows.version, row, fires, removed, runs, _streak(runs), problem)
+        return JobPage(rows.version, row, fires, removed, runs, streak(runs), problem)
 
     def run(self, run_id: str) -> list[AttemptRow]:
         """The attempts of one run, oldest first. Raises StateError."""
@@ -302,19 +310,6 @@ class Source:
         finally:
             reader.close()
         return Cluster(replicas, now, self.digest(), self.cfg.daemon.replica_timeout)
-
-
-def _streak(runs: list[AttemptRow]) -> int:
-    """Failed runs in a row, newest first (a run's outcome: its last attempt's)."""
-    count, seen = 0, set()
-    for attempt in runs:
-        if attempt.run_id in seen or attempt.finished is None:
-            continue
-        seen.add(attempt.run_id)
-        if attempt.outcome not in FAILED_OUTCOMES:
-            break
-        count += 1
-    return count
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

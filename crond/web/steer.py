@@ -14,6 +14,7 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +65,18 @@ class Follow:
     page looks: its connection is asked again every WATCH_READ_S while `wanted_until`
     (moved on by the page's stream) has not passed, and given back after."""
 
-    def __init__(self, job: str, by: str, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        job: str,
+        by: str,
+        run_id: str | None = None,
+        remote: Callable[[Follow], None] | None = None,
+    ) -> None:
         self.id = secrets.token_urlsafe(12)
+        # With a database: how to follow the run when the daemon reached does not run it.
+        self.remote = remote
+        self.replica: str | None = None  # the replica it is followed from, when remote
+        self.code: str | None = None  # the daemon's refusal's code
         self.job = job
         self.by = by
         self.run_id = run_id
@@ -86,19 +97,37 @@ class Follow:
         with self._lines_lock:
             return [line for line in self.lines if line[0] >= seen]
 
-    def run(self, path: Path) -> None:
+    def run(self, path: Path | None) -> None:
         try:
             if self.run_id is None:
-                args = {"job": self.job, "wait": True}
-                self._ask(path, "trigger", args, None)
-            else:
+                assert path is not None  # Follows.start: a trigger needs the socket
+                self._ask(path, "trigger", {"job": self.job, "wait": True}, None)
+            elif path is not None:
                 self._watch(path)
+            remote = self.remote is not None and self.run_id is not None
+            if remote and (path is None or self.code == "not_found"):
+                assert self.remote is not None
+                self.error = None  # not a run of the daemon reached: another replica's
+                self.remote(self)
         except client.NoDaemon:
-            self.error = f"no crond is running for this file (no socket at {path})"
+            if self.remote is not None and self.run_id is not None:
+                self.remote(self)
+            else:
+                self.error = f"no crond is running for this file (no socket at {path})"
         except client.ClientError as exc:
             self.error = str(exc)
         finally:
             self.ended_at = time.monotonic()
+
+    def add_tail(self, lines: list[tuple[str, str]], seen: int, replica: object) -> None:
+        """A remote run's last lines, `seen` in all: those not had yet are appended."""
+        first = seen - len(lines)
+        with self._lines_lock:
+            for number, (stream, line) in enumerate(lines, start=first):
+                if number >= self.count:
+                    self.lines.append((number, stream, line))
+            self.count = max(self.count, seen)
+        self.replica = None if replica is None else str(replica)
 
     def _watch(self, path: Path) -> None:
         first = True
@@ -121,6 +150,7 @@ class Follow:
                     self.result = message["result"]
                 else:
                     self.error = str(message.get("error") or "the daemon refused")
+                    self.code = str(message.get("code") or "")
             elif isinstance(message.get("line"), str):
                 with self._lines_lock:
                     self.lines.append((self.count, str(message.get("stream")), message["line"]))
@@ -134,10 +164,18 @@ class Follows:
         self._all: dict[str, Follow] = {}
         self._lock = threading.Lock()
 
-    def start(self, path: Path | None, job: str, by: str, run_id: str | None = None) -> Follow:
+    def start(
+        self,
+        path: Path | None,
+        job: str,
+        by: str,
+        run_id: str | None = None,
+        remote: Callable[[Follow], None] | None = None,
+    ) -> Follow:
         """Trigger `job` and follow it; or, with `run_id`, follow that run of it going
-        already (one follower a run). Raises SteerError (no socket, too many at once)."""
-        if path is None:
+        already (one follower a run), through `remote` (the cluster's database) when the
+        daemon reached does not run it. Raises SteerError (no socket, too many at once)."""
+        if path is None and (run_id is None or remote is None):
             raise SteerError("the file turns the control socket off (control_socket: none)")
         with self._lock:
             now = time.monotonic()
@@ -153,7 +191,7 @@ class Follows:
                 ended = [k for k, f in self._all.items() if f.done]
                 if ended:
                     del self._all[ended[0]]
-            follow = Follow(job, by, run_id)
+            follow = Follow(job, by, run_id, remote)
             self._all[follow.id] = follow
         threading.Thread(
             target=follow.run, args=(path,), daemon=True, name="crond-web-follow"

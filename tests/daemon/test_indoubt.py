@@ -76,7 +76,7 @@ class LateFirstAnswer:
             raise StateError("the connection broke")
         return [r for r in self.rows if r.finished is None]
 
-    def beat(self, now: datetime) -> datetime:
+    def beat(self, now: datetime, skew: float | None = None) -> datetime:
         return now  # a claim's beat first (crond/daemon/proof.py): the database's clock
 
     def close_lost(self, now: datetime) -> list[AttemptRow]:

@@ -23,6 +23,7 @@ JOBS = """\
     cron: "30 2 * * *"
     timezone: Europe/Berlin
     command: "echo dumping app; echo 'pg_dump: connection refused' >&2; exit 1"
+    retry: {attempts: 1, delay: 1s}
   report:
     cron: "0 6 * * 1-5"
     command: "for i in 1 2 3; do echo building part $i; sleep 0.3; done; echo done"
@@ -65,7 +66,7 @@ def main(out: Path) -> None:
                 lambda d: d.find_element(By.ID, "status").get_attribute("data-outcome")
             )
             browser.save_screenshot(str(out / "web-follow.png"))
-            browser.get(dash.url + "/timeline")
+            browser.get(dash.url + "/timeline?zone=Europe/Berlin")
             browser.save_screenshot(str(out / "web-timeline.png"))
             browser.set_window_size(400, 800)
             browser.get(dash.url + "/?state=failing")
