@@ -114,6 +114,7 @@ class StoreRecorder(OffLoop):
         started: datetime | None = None,
         chained: Sequence[tuple[str, str]] = (),
         limits: Mapping[str, int] | None = None,
+        backfills: Mapping[str, str] | None = None,
     ) -> Claims:
         """Record the first attempts of a wake's runs in one commit, before any of them is
         spawned, as started at `started` (default: now); each run's `started` then finds
@@ -121,11 +122,14 @@ class StoreRecorder(OffLoop):
         missed): the starts that may not start, and why (all of them when the database
         did not answer); the told slots another replica claimed first, and so tells of
         (none when the database did not answer: each replica tells what it saw). Without
-        replicas, the records of the `chained` starts, (child, parent's run id), go too."""
+        replicas, the records of the `chained` starts, (child, parent's run id), go too;
+        `backfills` (run id -> backfill id): the backfills' starts, marked, their progress
+        moved in the same commit."""
         at = started or self.clock.now()
         if self.replica is None:
             if starts:
-                ids = self.write(lambda store: store.start_many(starts, at, limits, **_kw(chained)))
+                more = _kw(chained) | ({"backfills": backfills} if backfills else {})
+                ids = self.write(lambda store: store.start_many(starts, at, limits, **more))
                 for start, row_id in zip(starts, [] if ids is FAILED else ids, strict=False):
                     self._prepared[start.run_id] = row_id
             return Claims()

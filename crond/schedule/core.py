@@ -35,6 +35,7 @@ from crond.schedule.actions import (
     Start,
     Tell,
 )
+from crond.schedule.backfills import Backfills
 from crond.schedule.backlog import Backlog
 from crond.schedule.chains import Chains
 from crond.schedule.heap import ConfigDiff, Schedule
@@ -57,6 +58,7 @@ class Core:
         self.backlog = Backlog(self.schedule)  # runs waiting for their own job
         self.locks = Locks(self.schedule)
         self.chains = Chains()
+        self.backfills = Backfills(self.schedule, self.queue, self.locks)
         self._proposer = Proposer(
             self.schedule,
             self.pauses,
@@ -99,12 +101,21 @@ class Core:
                 self.backlog.wake_at(),
                 self.locks.wake_at(),
                 self.chains.wake_at(),
+                self.backfills.wake_at(),
             )
             if t
         ]
         return min(times, default=None)
 
     # --- steering ---------------------------------------------------------------------
+
+    def backfill_ready(self, now: datetime, running: Running) -> list[tuple[LoadedJob, datetime]]:
+        """The backfill slots to start now (crond/schedule/backfills.py): a job's waiting
+        runs (queued, for a lock, the database or its own end) count as going."""
+        return self.backfills.ready(now, running, self._waiting)
+
+    def _waiting(self, name: str) -> int:
+        return self._proposer.waiting(name) + self.backlog.count(name)
 
     def trigger(self, name: str, now: datetime, running: Running) -> str | list[Action]:
         """A run of `name` now, also when paused or disabled: the actions (ending with a

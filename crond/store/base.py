@@ -26,6 +26,7 @@ from crond.store.rows import (
     EVERY,
     FAILED_OUTCOMES,
     AttemptRow,
+    BackfillRow,
     Claim,
     Claimed,
     KillRow,
@@ -53,6 +54,8 @@ __all__ = [
     "EVERY",
     "FAILED_OUTCOMES",
     "AttemptRow",
+    "BackfillRecords",
+    "BackfillRow",
     "Claim",
     "Claimed",
     "ClusterReader",
@@ -291,6 +294,27 @@ class Upkeep(Protocol):
 
     def checkpoint(self) -> None:
         """Housekeeping the daemon's heartbeat does, off the start path."""
+        ...
+
+
+@runtime_checkable
+class BackfillRecords(Protocol):
+    """Backfills (`crond backfill`, docs/schedules.md): their ranges and progress. A
+    backfill's slot moves its progress in the commit that records its run's start
+    (`start_many`'s `backfills`: run id -> backfill id)."""
+
+    def backfill_add(self, row: BackfillRow) -> None: ...
+
+    def backfill_tally(self, backfill_id: str, succeeded: int, failed: int) -> None:
+        """How the backfill's runs ended so far."""
+        ...
+
+    def backfill_end(self, backfill_id: str, state: str, ended: datetime) -> None:
+        """The backfill finished or was cancelled (`state`)."""
+        ...
+
+    def backfills(self, *, going: bool) -> list[BackfillRow]:
+        """The backfills kept, oldest first (`going`: those still running only)."""
         ...
 
 

@@ -82,6 +82,7 @@ class AttemptRow:
     late_finished: datetime | None = None
     late_outcome: str | None = None
     late_exit_code: int | None = None
+    kind: str | None = None  # "backfill" for a backfill's run; None for any other
 
 
 FAILED_OUTCOMES: tuple[str, ...] = ("failed", "timeout", "killed", "lost")
@@ -261,3 +262,24 @@ def status_row(view: ViewRow, summary: Summary | None) -> StatusRow:
         view.job, view.enabled, view.schedule, view.next_text, view.next_local, view.next_note,
         *(_NEVER_RUN if summary is None else summary[1:]),
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BackfillRow:
+    """A backfill as the store keeps it (`crond backfill`, docs/schedules.md): its range,
+    the slots it started (the newest `last_slot`) and how their runs ended. `state`:
+    running, finished or cancelled. `who`: JSON text, the caller that asked."""
+
+    id: str
+    job: str
+    range_from: datetime
+    range_to: datetime
+    total: int
+    started: int
+    last_slot: datetime | None
+    succeeded: int
+    failed: int
+    state: str
+    created: datetime
+    ended: datetime | None
+    who: str

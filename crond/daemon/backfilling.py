@@ -1,0 +1,283 @@
+"""What the daemon does for backfills (`crond backfill`, docs/schedules.md "Backfill"; the
+rules: crond/schedule/backfills.py): begin one (checked, kept in the store, told), start
+its slots at the loop's wakes (each recorded and, with replicas, claimed like any start,
+its progress in the same commit), count their ends, stop it (`crond kill`), and at start
+go on with those a previous daemon left unfinished.
+
+Events: `backfill.started`, `backfill.slot_finished`, `backfill.finished`,
+`backfill.cancelled`, `backfill.resumed` (docs/logging.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
+
+from crond.clock import Clock, iso_utc
+from crond.daemon.stores import FAILED
+from crond.schedule.backfills import Backfill
+from crond.store.base import BackfillRecords, BackfillRow, Store
+from crond.when.backfill import backfill_slots
+
+if TYPE_CHECKING:
+    from structlog.typing import FilteringBoundLogger
+
+    from crond.config.loaded import LoadedJob
+    from crond.daemon.loop import Loop
+    from crond.daemon.recorder import StoreRecorder
+    from crond.daemon.spawning import Spawner
+    from crond.run.runner import Run, RunResult
+
+# What a follower (`crond backfill --wait`) hears: a slot's end, or the backfill's end.
+Heard = Callable[[dict[str, Any]], None]
+
+
+class Backfilling:
+    """The daemon's part in backfills, over its loop, recorder and spawner."""
+
+    def __init__(
+        self,
+        *,
+        log: FilteringBoundLogger,
+        clock: Clock,
+        loop: Loop[Run],
+        recorder: StoreRecorder,
+        spawner: Spawner,
+    ) -> None:
+        self.log = log
+        self.clock = clock
+        self.loop = loop
+        self.recorder = recorder
+        self.core = loop.core.backfills
+        loop.backfill = self.step  # called at each wake while a backfill waits
+        spawner.backfills = self.core.starting  # the core's own map, shared
+        self._runs: dict[str, Backfill] = {}  # run id -> its backfill, while it runs
+        self._followers: dict[str, list[Heard]] = {}  # backfill id -> who follows it
+
+    # --- beginning one --------------------------------------------------------------
+
+    async def begin(
+        self, job: LoadedJob, start: datetime, end: datetime, by: Mapping[str, object]
+    ) -> Backfill | str:
+        """A backfill of `job` over [start, end), begun; or one sentence why not."""
+        now = self.clock.now()
+        refusal = self.core.refusal(job.name) or _range_refusal(job.name, start, end, now)
+        if refusal is not None:
+            return refusal
+        try:
+            fires = backfill_slots(job.make_timing(), start, end)
+        except ValueError as exc:
+            return str(exc)
+        if not fires:
+            return f"{job.name} has no slot in [{iso_utc(start)}, {iso_utc(end)})"
+        from crond.run.runner import new_run_id  # noqa: PLC0415  (the daemon has it loaded)
+
+        slots = deque(fire.at for fire in fires)
+        backfill = Backfill(new_run_id(now), job.name, start, end, slots, len(slots))
+        row = BackfillRow(
+            backfill.id, job.name, start, end, backfill.total, 0, None, 0, 0, "running",
+            now, None, json.dumps(dict(by)),
+        )  # fmt: skip
+        added = await self._ask(lambda store: _records(store).backfill_add(row))
+        if added is FAILED:
+            return "the state store did not take the backfill (see the daemon's log)"
+        self.core.add(backfill)
+        self.log.info(
+            "backfill.started", backfill_id=backfill.id, job=job.name, **_range(backfill),
+            slots=backfill.total, by=dict(by),
+        )  # fmt: skip
+        self.loop.wake()
+        return backfill
+
+    def restore(self, jobs: Mapping[str, LoadedJob]) -> None:
+        """The backfills a previous daemon left running: each goes on after the last slot
+        it started (a run it left going was closed `lost`: counted as failed)."""
+        if self.recorder.store is None or self.recorder.replica is not None:
+            return
+        rows = self.recorder.write(lambda store: _records(store).backfills(going=True))
+        for row in [] if rows is FAILED else rows:
+            job = jobs.get(row.job)
+            if job is None:
+                self._ended_row(row.id, "cancelled")
+                self.log.warning(
+                    "backfill.cancelled", backfill_id=row.id, job=row.job, done=row.started,
+                    total=row.total, reason="removed", by=None,
+                )  # fmt: skip
+                continue
+            backfill = _of_row(row, job)
+            if not backfill.finished:
+                self.core.add(backfill)
+            self.log.info(
+                "backfill.resumed", backfill_id=row.id, job=row.job, done=backfill.done,
+                total=row.total, next_slot=_iso(backfill.next_slot),
+            )  # fmt: skip
+            if backfill.finished:
+                self._finish(backfill)
+
+    # --- the loop's wakes -----------------------------------------------------------
+
+    async def step(self, now: datetime) -> None:
+        """Start the backfill slots that may start now, each recorded (claimed) first."""
+        loop = self.loop
+        for job, slot in loop.core.backfill_ready(now, loop.going.counts):
+            claims = await loop.effects.claim([(job, slot)], [], now)
+            reason = claims.refused.get((job.name, slot))
+            if reason is None:
+                run = loop.going.start(job, slot)
+                self._runs[run.run_id] = self.core.by_job[job.name]
+                continue
+            done = self.core.refused(job.name, slot, reason, now)
+            if done is not None:
+                self._counted(done, slot, None, None)
+
+    def ended(self, run: Run, result: RunResult) -> None:
+        """A run has ended: if a backfill's, it is counted (and the backfill may end)."""
+        backfill = self._runs.pop(run.run_id, None)
+        if backfill is None:
+            return
+        outcome = result.outcome.value
+        if self.core.by_job.get(run.job) is backfill:
+            self.core.ended(run.job, run.slot, outcome)
+        else:  # cancelled meanwhile: counted all the same
+            backfill.failed += outcome != "success"
+            backfill.succeeded += outcome == "success"
+        self._counted(backfill, run.slot, run.run_id, outcome)
+
+    def run_ids(self, backfill: Backfill) -> list[str]:
+        """The run of `backfill` going, if any (its id)."""
+        return [run_id for run_id, b in self._runs.items() if b is backfill]
+
+    def _counted(
+        self, backfill: Backfill, slot: datetime, run_id: str | None, outcome: str | None
+    ) -> None:
+        tally = (backfill.id, backfill.succeeded, backfill.failed)
+        self._send(lambda store: _records(store).backfill_tally(*tally))
+        self.log.info(
+            "backfill.slot_finished", backfill_id=backfill.id, job=backfill.job,
+            slot=iso_utc(slot), run_id=run_id, outcome=outcome, done=backfill.done,
+            total=backfill.total,
+        )  # fmt: skip
+        self._tell(backfill, {"slot": iso_utc(slot), "run_id": run_id, "outcome": outcome})
+        if backfill.finished and backfill.job not in self.core.by_job:
+            self._finish(backfill)
+
+    def _finish(self, backfill: Backfill) -> None:
+        self._ended_row(backfill.id, "finished")
+        self.log.info(
+            "backfill.finished", backfill_id=backfill.id, job=backfill.job,
+            slots=backfill.total, succeeded=backfill.succeeded, failed=backfill.failed,
+        )  # fmt: skip
+        self._end_followers(backfill, "finished")
+
+    # --- stopping one ---------------------------------------------------------------
+
+    def cancel(self, target: str, by: Mapping[str, object] | None, reason: str) -> Backfill | None:
+        """Stop the backfill of job `target` (or with id `target`): no slot of it starts
+        any more (its run going is the caller's to stop). The backfill, or None."""
+        found = self.core.find(target)
+        if found is None:
+            return None
+        self.core.cancel(found.job)
+        self._ended_row(found.id, "cancelled")
+        self.log.warning(
+            "backfill.cancelled", backfill_id=found.id, job=found.job, done=found.done,
+            total=found.total, reason=reason, by=None if by is None else dict(by),
+        )  # fmt: skip
+        self._end_followers(found, "cancelled")
+        return found
+
+    def removed(self, names: list[str]) -> None:
+        """A reload removed these jobs: their backfills are cancelled."""
+        for name in names:
+            self.cancel(name, None, "removed")
+
+    # --- following one (`crond backfill --wait`) -------------------------------------
+
+    def follow(self, backfill: Backfill, heard: Heard) -> Callable[[], None]:
+        """`heard` is called at each slot's end and at the backfill's end; returns the
+        call that stops following."""
+        followers = self._followers.setdefault(backfill.id, [])
+        followers.append(heard)
+
+        def unfollow() -> None:
+            if heard in followers:
+                followers.remove(heard)
+
+        return unfollow
+
+    def _tell(self, backfill: Backfill, what: dict[str, Any]) -> None:
+        for heard in list(self._followers.get(backfill.id, ())):
+            heard(what)
+
+    def _end_followers(self, backfill: Backfill, state: str) -> None:
+        self._tell(backfill, {"end": state, **summary(backfill)})
+        self._followers.pop(backfill.id, None)
+
+    # --- the store --------------------------------------------------------------------
+
+    def _ended_row(self, backfill_id: str, state: str) -> None:
+        now = self.clock.now()
+        self._send(lambda store: _records(store).backfill_end(backfill_id, state, now))
+
+    async def _ask(self, write: Callable[[Store], object]) -> object:
+        """`write` done (None: the store is off, the backfill lasts until the daemon stops)."""
+        if self.recorder.store is None and self.recorder.replica is None:
+            return None
+        return await self.recorder.ask(write, force=True)
+
+    def _send(self, write: Callable[[Store], object]) -> None:
+        if self.recorder.store is not None or self.recorder.replica is not None:
+            self.recorder.send(write)
+
+
+def summary(backfill: Backfill) -> dict[str, Any]:
+    """A backfill as `crond backfill` and `crond status` show it."""
+    return {
+        "id": backfill.id,
+        "job": backfill.job,
+        **_range(backfill),
+        "total": backfill.total,
+        "done": backfill.done,
+        "succeeded": backfill.succeeded,
+        "failed": backfill.failed,
+        "next_slot": _iso(backfill.next_slot),
+    }
+
+
+def _range(backfill: Backfill) -> dict[str, str]:
+    return {"from": iso_utc(backfill.start), "to": iso_utc(backfill.end)}
+
+
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else iso_utc(when)
+
+
+def _range_refusal(name: str, start: datetime, end: datetime, now: datetime) -> str | None:
+    if end <= start:
+        return f"--to ({iso_utc(end)}) must be after --from ({iso_utc(start)})"
+    if end > now:
+        return (
+            f"--to ({iso_utc(end)}) is in the future: a backfill runs {name}'s past slots "
+            f"(give --to {iso_utc(now.replace(microsecond=0))} or earlier)"
+        )
+    return None
+
+
+def _of_row(row: BackfillRow, job: LoadedJob) -> Backfill:
+    """A backfill kept in the store, as it goes on: the slots after its last started."""
+    fires = backfill_slots(job.make_timing(), row.range_from, row.range_to)
+    after = row.last_slot
+    left = deque(f.at for f in fires if after is None or f.at > after)
+    lost = row.started - row.succeeded - row.failed  # runs left going: closed `lost`
+    failed = row.failed + max(0, lost)
+    return Backfill(
+        row.id, row.job, row.range_from, row.range_to, left, row.total,
+        succeeded=row.succeeded, failed=failed,
+    )  # fmt: skip
+
+
+def _records(store: Store) -> BackfillRecords:
+    return cast(BackfillRecords, store)
