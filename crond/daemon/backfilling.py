@@ -78,8 +78,8 @@ class Backfilling:
         slots = deque(fire.at for fire in fires)
         backfill = Backfill(new_run_id(now), job.name, start, end, slots, len(slots))
         row = BackfillRow(
-            backfill.id, job.name, start, end, backfill.total, 0, None, 0, 0, "running",
-            now, None, json.dumps(dict(by)),
+            backfill.id, job.name, start, end, backfill.total, 0, None, slots[0], 0, 0,
+            "running", now, None, json.dumps(dict(by)),
         )  # fmt: skip
         added = await self._ask(lambda store: _records(store).backfill_add(row))
         if added is FAILED:
@@ -153,7 +153,7 @@ class Backfilling:
     def _counted(
         self, backfill: Backfill, slot: datetime, run_id: str | None, outcome: str | None
     ) -> None:
-        tally = (backfill.id, backfill.succeeded, backfill.failed)
+        tally = (backfill.id, backfill.succeeded, backfill.failed, backfill.next_slot)
         self._send(lambda store: _records(store).backfill_tally(*tally))
         self.log.info(
             "backfill.slot_finished", backfill_id=backfill.id, job=backfill.job,

@@ -305,8 +305,10 @@ class BackfillRecords(Protocol):
 
     def backfill_add(self, row: BackfillRow) -> None: ...
 
-    def backfill_tally(self, backfill_id: str, succeeded: int, failed: int) -> None:
-        """How the backfill's runs ended so far."""
+    def backfill_tally(
+        self, backfill_id: str, succeeded: int, failed: int, next_slot: datetime | None
+    ) -> None:
+        """How the backfill's runs ended so far, and the next slot it starts."""
         ...
 
     def backfill_end(self, backfill_id: str, state: str, ended: datetime) -> None:

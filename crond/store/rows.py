@@ -268,7 +268,8 @@ def status_row(view: ViewRow, summary: Summary | None) -> StatusRow:
 class BackfillRow:
     """A backfill as the store keeps it (`crond backfill`, docs/schedules.md): its range,
     the slots it started (the newest `last_slot`) and how their runs ended. `state`:
-    running, finished or cancelled. `who`: JSON text, the caller that asked."""
+    running, finished or cancelled. `next_slot`: the slot going, else the next to start.
+    `who`: JSON text, the caller that asked."""
 
     id: str
     job: str
@@ -277,6 +278,7 @@ class BackfillRow:
     total: int
     started: int
     last_slot: datetime | None
+    next_slot: datetime | None
     succeeded: int
     failed: int
     state: str

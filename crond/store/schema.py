@@ -137,6 +137,7 @@ CREATE TABLE IF NOT EXISTS backfills (
     total INTEGER NOT NULL,
     started INTEGER NOT NULL DEFAULT 0,
     last_slot REAL,
+    next_slot REAL,  -- the slot going, else the next to start (NULL: none left)
     succeeded INTEGER NOT NULL DEFAULT 0,
     failed INTEGER NOT NULL DEFAULT 0,
     state TEXT NOT NULL,

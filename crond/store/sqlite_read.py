@@ -173,8 +173,8 @@ class Reads:
 
 
 BACKFILLS = (
-    "SELECT id, job, range_from, range_to, total, started, last_slot, succeeded, failed, "
-    "state, created, ended, who FROM backfills"
+    "SELECT id, job, range_from, range_to, total, started, last_slot, next_slot, succeeded, "
+    "failed, state, created, ended, who FROM backfills"
 )
 
 
@@ -192,12 +192,13 @@ def backfill_of(row: Sequence[Any]) -> BackfillRow:
         total=int(row[4]),
         started=int(row[5]),
         last_slot=_at(row[6]),
-        succeeded=int(row[7]),
-        failed=int(row[8]),
-        state=str(row[9]),
-        created=datetime.fromtimestamp(row[10], UTC),
-        ended=_at(row[11]),
-        who=str(row[12]),
+        next_slot=_at(row[7]),
+        succeeded=int(row[8]),
+        failed=int(row[9]),
+        state=str(row[10]),
+        created=datetime.fromtimestamp(row[11], UTC),
+        ended=_at(row[12]),
+        who=str(row[13]),
     )
 
 

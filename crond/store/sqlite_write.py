@@ -91,7 +91,8 @@ class Runs(Writes):
                 db.executemany(_COUNT, counted)
             if marked:
                 db.executemany(
-                    "UPDATE backfills SET started = started + 1, last_slot = ? WHERE id = ?",
+                    "UPDATE backfills SET started = started + 1, last_slot = ?1, next_slot = ?1 "
+                    "WHERE id = ?2",
                     [(slot.timestamp(), marked[rid]) for _, rid, slot in starts if rid in marked],
                 )
             return [
