@@ -56,6 +56,7 @@ class Backfilling:
         spawner.backfills = self.core.starting  # the core's own map, shared
         self._runs: dict[str, Backfill] = {}  # run id -> its backfill, while it runs
         self._followers: dict[str, list[Heard]] = {}  # backfill id -> who follows it
+        self._done: set[str] = set()  # the backfills ended here (not adopted again)
 
     # --- beginning one --------------------------------------------------------------
 
@@ -84,6 +85,8 @@ class Backfilling:
         added = await self._ask(lambda store: _records(store).backfill_add(row))
         if added is FAILED:
             return "the state store did not take the backfill (see the daemon's log)"
+        if added is False:
+            return f"a backfill of {job.name} is already going on another replica"
         self.core.add(backfill)
         self.log.info(
             "backfill.started", backfill_id=backfill.id, job=job.name, **_range(backfill),
@@ -129,9 +132,44 @@ class Backfilling:
                 run = loop.going.start(job, slot)
                 self._runs[run.run_id] = self.core.by_job[job.name]
                 continue
+            if reason == "done":  # with replicas: it ended through another replica
+                self.core.refused(job.name, slot, "taken", now)
+                self.cancel(job.name, None, "cluster")
+                continue
             done = self.core.refused(job.name, slot, reason, now)
             if done is not None:
                 self._counted(done, slot, None, None)
+
+    def beat(self) -> None:
+        """With replicas, once a heartbeat: the backfills begun through another replica
+        are driven here too (each slot's claim decides who runs it), and those ended
+        through another one end here."""
+        if self.recorder.replica is not None:
+            known = {b.id for b in self.core.by_job.values()}  # (not one begun since)
+            read = lambda store: _records(store).backfills(going=True)  # noqa: E731
+            self.recorder.send(read, then=lambda rows: self._polled(rows, known))
+
+    def _polled(self, rows: list[BackfillRow] | object, known: set[str]) -> None:
+        if not isinstance(rows, list):
+            return  # (the database did not answer: next beat)
+        going = {row.id for row in rows}
+        for backfill in list(self.core.by_job.values()):
+            if backfill.id in known and backfill.id not in going and backfill.current is None:
+                self.cancel(backfill.job, None, "cluster")
+        jobs = self.loop.core.schedule.entries
+        for row in rows:
+            entry = jobs.get(row.job)
+            if entry is None or row.job in self.core.by_job or row.id in self._done:
+                continue
+            backfill = _of_row(row, entry.job)
+            if backfill.finished:
+                continue
+            self.core.add(backfill)
+            self.log.info(
+                "backfill.resumed", backfill_id=row.id, job=row.job, done=backfill.done,
+                total=row.total, next_slot=_iso(backfill.next_slot), via="cluster",
+            )  # fmt: skip
+            self.loop.wake()
 
     def ended(self, run: Run, result: RunResult) -> None:
         """A run has ended: if a backfill's, it is counted (and the backfill may end)."""
@@ -153,8 +191,9 @@ class Backfilling:
     def _counted(
         self, backfill: Backfill, slot: datetime, run_id: str | None, outcome: str | None
     ) -> None:
-        tally = (backfill.id, backfill.succeeded, backfill.failed, backfill.next_slot)
-        self._send(lambda store: _records(store).backfill_tally(*tally))
+        if outcome is not None:  # (another replica's run: counted there)
+            tally = (backfill.id, outcome == "success", backfill.next_slot)
+            self._send(lambda store: _records(store).backfill_counted(*tally))
         self.log.info(
             "backfill.slot_finished", backfill_id=backfill.id, job=backfill.job,
             slot=iso_utc(slot), run_id=run_id, outcome=outcome, done=backfill.done,
@@ -165,6 +204,7 @@ class Backfilling:
             self._finish(backfill)
 
     def _finish(self, backfill: Backfill) -> None:
+        self._done.add(backfill.id)
         self._ended_row(backfill.id, "finished")
         self.log.info(
             "backfill.finished", backfill_id=backfill.id, job=backfill.job,
@@ -181,7 +221,9 @@ class Backfilling:
         if found is None:
             return None
         self.core.cancel(found.job)
-        self._ended_row(found.id, "cancelled")
+        self._done.add(found.id)
+        if reason != "cluster":  # (else it ended there)
+            self._ended_row(found.id, "cancelled")
         self.log.warning(
             "backfill.cancelled", backfill_id=found.id, job=found.job, done=found.done,
             total=found.total, reason=reason, by=None if by is None else dict(by),

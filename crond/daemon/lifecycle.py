@@ -163,6 +163,7 @@ class Service:
 
     def beat(self, now: datetime) -> None:
         self.heartbeat.beat(now)
+        self.backfilling.beat()
 
     def decided(self, job: LoadedJob, decision: Decision) -> None:
         self.telling.decided(job, decision)

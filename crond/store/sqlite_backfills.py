@@ -6,16 +6,17 @@ crond/store/sqlite_read.py.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
-from crond.store.rows import BackfillRow
-from crond.store.sqlite_write import Writes
+from crond.store.rows import BackfillRow, Claim, Start
+from crond.store.sqlite_write import Runs
 
 
-class Backfills(Writes):
+class Backfills(Runs):
     """The backfills written, each one commit."""
 
-    def backfill_add(self, row: BackfillRow) -> None:
+    def backfill_add(self, row: BackfillRow) -> bool:
         """A new backfill (nothing of it started yet: `row`'s range, total, next slot)."""
         with self._transaction() as db:
             db.execute(
@@ -27,15 +28,26 @@ class Backfills(Writes):
                     row.total, _ts(row.next_slot), row.created.timestamp(), row.who,
                 ),
             )  # fmt: skip
+        return True
 
-    def backfill_tally(
-        self, backfill_id: str, succeeded: int, failed: int, next_slot: datetime | None
-    ) -> None:
+    def backfill_counted(self, backfill_id: str, success: bool, next_slot: datetime | None) -> None:
+        column = "succeeded" if success else "failed"
         with self._transaction() as db:
             db.execute(
-                "UPDATE backfills SET succeeded = ?, failed = ?, next_slot = ? WHERE id = ?",
-                (succeeded, failed, _ts(next_slot), backfill_id),
+                f"UPDATE backfills SET {column} = {column} + 1, next_slot = ? WHERE id = ?",  # noqa: S608  (a column's name)
+                (_ts(next_slot), backfill_id),
             )
+
+    def claim_backfill(
+        self,
+        starts: Sequence[Start],
+        backfills: Mapping[str, str],
+        started: datetime,
+        *,
+        exclusive: Collection[str] = (),  # noqa: ARG002  (one daemon: its core knows its runs)
+    ) -> list[Claim]:
+        """`start_many`: one daemon a store wins every claim."""
+        return list(self.start_many(starts, started, backfills=backfills))
 
     def backfill_end(self, backfill_id: str, state: str, ended: datetime) -> None:
         with self._transaction() as db:

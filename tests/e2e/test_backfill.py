@@ -4,6 +4,7 @@ run oldest first, once each, across a `kill -9` of the daemon; `--wait`'s exit s
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from crond.store import sqlite
 from tests.e2e.harness import CROND, Crond, run_cli
+from tests.e2e.replicas import Replica, attempts, schedules, start_replica
 from tests.e2e.test_daemon import start
 
 # A whole hour well in the past: the range of every backfill here (cron every minute).
@@ -176,3 +178,31 @@ def test_no_daemon_exits_2(tmp_path: Path) -> None:
     refused = cli("backfill", str(f), "stamp", "--from", iso(0), "--to", iso(5))
     assert refused.returncode == 2
     assert "no crond is running for" in refused.stderr
+
+
+def test_two_replicas_run_each_slot_of_one_backfill_once(
+    tmp_path: Path, group: list[Replica], pg_url: str
+) -> None:
+    """The backfill begun on r0 is driven by both (r1 takes it up at its heartbeat): each
+    slot claimed once across them, never two runs of the job at once, oldest first."""
+    out = tmp_path / "stamps"
+    job = f"""\
+        stamp: {{cron: '* * * * *', command: 'echo "$CROND_SLOT" >> {out}; sleep 0.2'}}
+        """
+    f = schedules(tmp_path / "s.yaml", pg_url, job)
+    r0 = start_replica(group, f, "r0", tmp_path)
+    r1 = start_replica(group, f, "r1", tmp_path)
+    for r in (r0, r1):
+        r.daemon.wait_for("daemon.started", timeout=20)
+    begun = cli("backfill", str(f), "stamp", "--from", iso(0), "--to", iso(20), "--socket",
+                str(r0.socket))  # fmt: skip
+    assert begun.returncode == 0, begun.stderr
+    r1.daemon.wait_for("backfill.resumed", timeout=20)  # r1 took it up
+    r0.daemon.wait_for("backfill.finished", timeout=60)
+    rows = [a for a in attempts(pg_url, job="stamp") if a.slot < FROM + timedelta(hours=1)]
+    assert sorted(a.slot for a in rows) == [FROM + timedelta(minutes=m) for m in range(20)]
+    assert stamps(out)[:20] == [iso(m) for m in range(20)]  # once each, oldest first
+    assert len(stamps(out)) == 20
+    spans = sorted((a.started, a.finished) for a in rows)
+    assert all(end is not None and end <= nxt for (_, end), (nxt, _) in itertools.pairwise(spans))
+    assert {a.replica for a in rows} <= {"r0", "r1"}
