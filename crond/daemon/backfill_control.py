@@ -16,12 +16,9 @@ if TYPE_CHECKING:
     from crond.control.callers import Caller
     from crond.control.server import Send
     from crond.daemon.backfilling import Backfilling
-    from crond.daemon.loop import Loop
-    from crond.run.runner import Run
 
 
-async def backfill_command(  # noqa: PLR0917  (the Steering's parts it uses)
-    loop: Loop[Run],
+async def backfill_command(
     filling: Backfilling,
     known: Callable[[list[str]], None],
     args: dict[str, Any],
@@ -29,6 +26,7 @@ async def backfill_command(  # noqa: PLR0917  (the Steering's parts it uses)
     send: Send,
 ) -> dict[str, Any]:
     """Begin a backfill (`known`: the did-you-mean of an unknown job, as every command's)."""
+    loop = filling.loop
     name = str(args["job"])
     known([name])
     start, end = parse_instant(args["from"]), parse_instant(args["to"])
@@ -44,7 +42,7 @@ async def backfill_command(  # noqa: PLR0917  (the Steering's parts it uses)
     if not args.get("wait"):
         return ok(summary(began))
     heard: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    unfollow = filling.follow(began, heard.put_nowait)
+    unfollow = filling.followers.follow(began, heard.put_nowait)
     try:
         while "end" not in (what := await heard.get()):
             await send({"stream": "stdout", "line": _slot_line(what)})

@@ -30,7 +30,7 @@ from crond.control.callers import Caller
 from crond.control.protocol import ControlError, ok, parse_instant
 from crond.control.server import ControlServer, Send
 from crond.daemon.backfill_control import backfill_command
-from crond.daemon.backfilling import Backfilling, summary
+from crond.daemon.backfilling import Backfilling
 from crond.daemon.cluster import Cluster
 from crond.daemon.locksview import lock_waits
 from crond.daemon.loop import Loop, Pending
@@ -52,7 +52,6 @@ class Steering:
         pausing: Pausing,
         cluster: Cluster | None = None,
         reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
-        backfilling: Backfilling | None = None,
     ) -> None:
         self.log = log
         self.no_chain: set[str] = set()  # `trigger --no-chain`'s runs (daemon/chaining.py)
@@ -63,7 +62,7 @@ class Steering:
         self._server: ControlServer | None = None
         # `reload`: the daemon's reload, as SIGHUP's, answering its outcome (lifecycle.py).
         self.reload = reload
-        self.backfilling = backfilling  # `crond backfill` (crond/daemon/backfilling.py)
+        self.backfilling: Backfilling  # `crond backfill`, and kill's (the daemon sets it)
 
     async def start(self, path: Path | None) -> None:
         """Listen at `path` (None: `control_socket: none`). A socket that cannot be made is
@@ -107,10 +106,8 @@ class Steering:
             return ok(await self._kill(str(args["target"]), caller))
         if cmd == "follow":
             return await self._follow(str(args["run_id"]), send)
-        if cmd == "backfill" and self.backfilling is not None:
-            return await backfill_command(
-                self.loop, self.backfilling, self._known, args, caller, send
-            )
+        if cmd == "backfill":
+            return await backfill_command(self.backfilling, self._known, args, caller, send)
         if cmd == "pause":
             names, until = self._names(args), parse_instant(args.get("until"))
             return ok(await self.pausing.pause(names, until, args.get("note"), caller.by()))
@@ -207,16 +204,9 @@ class Steering:
         )
 
     async def _kill(self, target: str, caller: Caller) -> dict[str, Any]:
-        # A backfill of the job (or with that id) is stopped first: the end of its run
-        # killed here starts no next slot.
-        filling = self.backfilling
-        cancelled = None if filling is None else filling.cancel(target, caller.by(), "kill")
-        runs = self.loop.kill(target)
-        if cancelled is not None and filling is not None and not runs:  # (by the backfill's id)
-            runs = [r for rid in filling.run_ids(cancelled) for r in self.loop.kill(rid)]
+        told, runs = self.backfilling.kill(target, caller.by())
         if (
             not runs
-            and cancelled is None
             and target not in self.loop.core.schedule.entries
             and not _looks_like_run_id(target)
         ):
@@ -225,7 +215,6 @@ class Steering:
         for run in runs:
             self.log.warning("job.kill_requested", job=run.job, run_id=run.run_id, by=caller.by())
             stopped.append({"job": run.job, "run_id": run.run_id, "pid": run.pid})
-        told = {"backfills": [summary(cancelled)]} if cancelled is not None else {}
         if self.cluster is None:
             return {"stopped": stopped, **told}
         for row in stopped:

@@ -125,14 +125,11 @@ class Service:
             on_paused=self.telling.paused,
             noted=None if self.cluster is None else self.cluster.polling.noted,
         )  # fmt: skip
-        self.backfilling = Backfilling(
-            log=log, clock=clock, loop=self.loop, recorder=self.recorder, spawner=self.spawner
-        )
         self.steering = Steering(
             log=log, clock=clock, loop=self.loop, pausing=self.pausing, cluster=self.cluster,
             reload=self.signals.reload_asked,  # `crond reload`, as SIGHUP
-            backfilling=self.backfilling,
         )  # fmt: skip
+        self.steering.backfilling = Backfilling(self.loop, self.recorder, self.spawner)
         self.chaining = Chaining(self.loop, self.recorder, self.spawner, self.steering.no_chain)
         self._settings(cfg)
 
@@ -163,7 +160,6 @@ class Service:
 
     def beat(self, now: datetime) -> None:
         self.heartbeat.beat(now)
-        self.backfilling.beat()
 
     def decided(self, job: LoadedJob, decision: Decision) -> None:
         self.telling.decided(job, decision)
@@ -175,7 +171,6 @@ class Service:
     def run_ended(self, job: LoadedJob, run: runner.Run, result: runner.RunResult) -> None:
         self.telling.run_ended(job, run, result)
         self.chaining.ended(run, result)
-        self.backfilling.ended(run, result)
 
     def resumed(self, job: str, skipped: int) -> None:
         self.pausing.ran_out(job, skipped)
@@ -215,7 +210,6 @@ class Service:
         self.cfg = new
         self.digest = digest
         self.spawner.reload(new)
-        self.backfilling.removed(diff.removed)
         self._settings(new)
         self.log.info("config.reloaded", **events.reloaded(diff.added, diff.removed, diff.changed))
         # For `crond status`, once the new jobs are scheduled: after the loop's next wake.
@@ -240,7 +234,6 @@ class Service:
                     self.loop.load(self.cfg.jobs, self.recorder.cursors(), self.recorder.counts())
                 self.pausing.restore()  # the pauses kept in the store, before the first wake
                 self.chaining.restore()  # chained runs recorded and never started
-                self.backfilling.restore(self.cfg.jobs)  # backfills left unfinished
                 self.view.start_reboot_jobs(self.cfg.jobs.values())
                 self.log.info(
                     "daemon.started",

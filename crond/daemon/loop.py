@@ -65,7 +65,7 @@ class Loop(Generic[R]):
         self._stopping = False
         self.lock = asyncio.Lock()  # the core's, while a wake or a change holds it
         # The daemon's backfills (crond/daemon/backfilling.py): their slots started at
-        # the end of a wake, while one waits.
+        # the end of each wake.
         self.backfill: Callable[[datetime], Awaitable[None]] | None = None
 
     def load(
@@ -191,7 +191,7 @@ class Loop(Generic[R]):
         await self._carry_out(self.core.settle(proposal, claims), gate)
         if gate is not None:
             gate()  # nothing was spawned (skipped, or could not start): still not before `at`
-        if self.backfill is not None and self.core.backfills:
+        if self.backfill is not None:
             await self.backfill(now)
 
     async def _carry_out(self, actions: list[Action], gate: Gate | None = None) -> None:

@@ -31,7 +31,15 @@ from crond.daemon.offloop import OffLoop
 from crond.daemon.proof import Proof
 from crond.daemon.stores import FAILED, End, Opener
 from crond.schedule.actions import Claims, Refusal
-from crond.store.base import AttemptRow, BackfillRecords, Replicated, Start, Store, ViewRow
+from crond.store.base import (
+    AttemptRow,
+    BackfillRecords,
+    Claimed,
+    Replicated,
+    Start,
+    Store,
+    ViewRow,
+)
 from crond.store.rows import Chained
 
 if TYPE_CHECKING:
@@ -133,18 +141,11 @@ class StoreRecorder(OffLoop):
                 for start, row_id in zip(starts, [] if ids is FAILED else ids, strict=False):
                     self._prepared[start.run_id] = row_id
             return Claims()
-        if backfills:  # (a backfill's start comes alone: crond/daemon/backfilling.py)
-            return await self._claim_backfill(starts, backfills, at)
-        each = self.each_replica
-        copies = [self.replica if s.job in each else "" for s in starts]
-        mine = [key for key in told if key[0] not in each]
+        mine = [key for key in told if key[0] not in self.each_replica]
         if not starts and not mine:
             return Claims()
-
-        claimed = await self.proof.claim(self.ask, lambda store: store.claim(
-            starts, mine, at, copies=copies, exclusive=self.one_at_a_time,
-            replacing=self.replacing, limits=limits,
-        ), force=bool(starts))  # fmt: skip
+        call = _claim(self, starts, mine, at, limits, backfills)
+        claimed = await self.proof.claim(self.ask, call, force=bool(starts))
         if claimed is FAILED:
             self.in_doubt.failed(starts)  # each may have committed all the same
             return Claims({(s.job, s.slot): "database" for s in starts})
@@ -158,27 +159,6 @@ class StoreRecorder(OffLoop):
                 refused[(start.job, start.slot)] = "taken" if claim is None else claim  # busy, done
         quiet = {key for key, ours in zip(mine, claimed.told, strict=True) if not ours}
         return Claims(refused, quiet)
-
-    async def _claim_backfill(
-        self, starts: Sequence[Start], backfills: Mapping[str, str], at: datetime
-    ) -> Claims:
-        """With replicas, backfill starts claimed by their backfills' copies of the slots
-        (crond/store/pg_backfills.py): those that may not start, and why. One claim in
-        doubt (no answer) is "database": tried again with a new run id, it is "taken" if
-        the first committed after all, and that slot is not run (never twice)."""
-        exclusive = self.one_at_a_time | self.replacing
-        claimed = await self.proof.claim(self.ask, lambda store: cast(
-            BackfillRecords, store).claim_backfill(starts, backfills, at, exclusive=exclusive),
-            force=True)  # fmt: skip
-        if claimed is FAILED:
-            return Claims({(s.job, s.slot): "database" for s in starts})
-        refused: dict[tuple[str, datetime], Refusal] = {}
-        for start, claim in zip(starts, claimed, strict=True):
-            if isinstance(claim, int):
-                self._prepared[start.run_id] = claim
-            else:
-                refused[(start.job, start.slot)] = "taken" if claim is None else claim
-        return Claims(refused)
 
     async def _ours(self, doubted: Sequence[Start]) -> dict[str, int]:
         """Those of `doubted` this replica's claim took after all (crond/daemon/indoubt.py)."""
@@ -279,6 +259,30 @@ class _Row:
 
     def found(self, row_id: int) -> None:
         self.id = row_id
+
+
+def _claim(  # noqa: PLR0917  (prepare's values)
+    rec: StoreRecorder,
+    starts: Sequence[Start],
+    mine: Sequence[tuple[str, datetime]],
+    at: datetime,
+    limits: Mapping[str, int] | None,
+    backfills: Mapping[str, str] | None,
+) -> Callable[[Store], Claimed]:
+    """A wake's claims as one call of the store (`Store.claim`); a backfill's start (it
+    comes alone) by its backfill's copy of the slot (`claim_backfill`), which holds it
+    while a run of its job goes anywhere unless the job's overlap is `allow`."""
+    if backfills:
+        exclusive = rec.one_at_a_time | rec.replacing
+        return lambda store: Claimed(
+            cast(BackfillRecords, store).claim_backfill(starts, backfills, at, exclusive=exclusive),
+            [],
+        )
+    copies = [rec.replica or "" if s.job in rec.each_replica else "" for s in starts]
+    return lambda store: store.claim(
+        starts, mine, at, copies=copies, exclusive=rec.one_at_a_time,
+        replacing=rec.replacing, limits=limits,
+    )  # fmt: skip
 
 
 def _kw(chained: Sequence[object]) -> dict[str, Any]:

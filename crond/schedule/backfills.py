@@ -23,7 +23,7 @@ The rules `Backfills` keeps (the loop asks `ready` at every wake):
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -32,7 +32,7 @@ from crond.config.model import Overlap
 from crond.schedule.actions import Key, Refusal
 from crond.schedule.heap import Schedule
 from crond.schedule.locks import Locks
-from crond.schedule.proposal import Running
+from crond.schedule.proposal import Proposer, Running
 from crond.schedule.queue import RunQueue
 
 # How long a slot whose claim the database did not answer waits before it is tried again.
@@ -77,6 +77,7 @@ class Backfills:
     schedule: Schedule
     queue: RunQueue
     locks: Locks
+    proposer: Proposer  # (its `waiting`: a job's runs queued, for a lock, the database)
     by_job: dict[str, Backfill] = field(default_factory=dict)
     # The backfill starts decided, by (job, slot), until the shell records and spawns
     # them (it takes them: their record marks the run `backfill`, moves the progress).
@@ -108,11 +109,10 @@ class Backfills:
         """When a slot the database did not answer is tried again (None: no such slot)."""
         return min((b.retry_at for b in self.by_job.values() if b.retry_at), default=None)
 
-    def ready(
-        self, now: datetime, running: Running, waiting: Callable[[str], int]
-    ) -> list[tuple[LoadedJob, datetime]]:
+    def ready(self, now: datetime, running: Running) -> list[tuple[LoadedJob, datetime]]:
         """The backfill slots to start now, the oldest left of each backfill whose job may
-        start a run (each taken off its backfill, its locks taken)."""
+        start a run (each taken off its backfill, its locks taken). A job's runs going
+        (`running`) or waiting count against it."""
         starts: list[tuple[LoadedJob, datetime]] = []
         total = sum(running.values())
         for backfill in list(self.by_job.values()):
@@ -123,7 +123,8 @@ class Backfills:
                 continue
             if backfill.retry_at is not None and now < backfill.retry_at:
                 continue
-            runs = running.get(backfill.job, 0) + waiting(backfill.job)
+            runs = running.get(backfill.job, 0) + self.proposer.waiting(backfill.job)
+            runs += self.proposer.backlog.count(backfill.job)  # (or for its own run's end)
             if not self._may_start(entry.job, runs, total + len(starts)):
                 continue
             slot = backfill.left.popleft()

@@ -58,7 +58,6 @@ class Core:
         self.backlog = Backlog(self.schedule)  # runs waiting for their own job
         self.locks = Locks(self.schedule)
         self.chains = Chains()
-        self.backfills = Backfills(self.schedule, self.queue, self.locks)
         self._proposer = Proposer(
             self.schedule,
             self.pauses,
@@ -68,6 +67,7 @@ class Core:
             locks=self.locks,
             chains=self.chains,
         )
+        self.backfills = Backfills(self.schedule, self.queue, self.locks, self._proposer)
 
     # --- what the shell is told to change ---------------------------------------------
 
@@ -108,14 +108,6 @@ class Core:
         return min(times, default=None)
 
     # --- steering ---------------------------------------------------------------------
-
-    def backfill_ready(self, now: datetime, running: Running) -> list[tuple[LoadedJob, datetime]]:
-        """The backfill slots to start now (crond/schedule/backfills.py): a job's waiting
-        runs (queued, for a lock, the database or its own end) count as going."""
-        return self.backfills.ready(now, running, self._waiting)
-
-    def _waiting(self, name: str) -> int:
-        return self._proposer.waiting(name) + self.backlog.count(name)
 
     def trigger(self, name: str, now: datetime, running: Running) -> str | list[Action]:
         """A run of `name` now, also when paused or disabled: the actions (ending with a

@@ -41,7 +41,7 @@ class Fill:
 
     def __call__(self, shell: Shell) -> None:
         shell.now = at(self.t)
-        starts = shell.core.backfill_ready(shell.now, shell.counts())
+        starts = shell.core.backfills.ready(shell.now, shell.counts())
         assert [f"{job.name}@{secs(slot)}" for job, slot in starts] == self.expect
         for job, slot in starts:
             assert shell.core.backfills.starting.pop((job.name, slot)) == f"bf-{job.name}"
