@@ -152,12 +152,9 @@ def tomorrow() -> str:
     return (datetime.now(UTC) + timedelta(days=1)).isoformat()
 
 
-REFUSALS = [
+REFUSALS = [  # (the others, in-process: tests/daemon/test_backfill_fake_clock.py)
     (["stamps", iso(0), iso(5)], "no job 'stamps' in the file (did you mean 'stamp'?)"),
-    (["stamp", iso(5), iso(5)], f"--to ({iso(5)}) must be after --from ({iso(5)})"),
     (["stamp", iso(0), tomorrow()], "is in the future: a backfill runs stamp's past slots"),
-    (["stamp", iso(0).replace(":00Z", ":10Z"), iso(0).replace(":00Z", ":50Z")], "has no slot"),
-    (["stamp", "2000-01-01T00:00:00Z", iso(0)], "more than 10,000 slots in"),
 ]
 
 
