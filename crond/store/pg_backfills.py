@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from crond.clock import iso_utc
 from crond.store.pg_conn import Connection, utc
 from crond.store.pg_write import _SUMMARY_STARTED as SUMMARY_STARTED
-from crond.store.rows import BUSY, DONE, BackfillRow, Claim, Start
+from crond.store.rows import BUSY, DONE, BackfillRow, Claim, Start, backfill_of
 
 # One backfill start, in one statement: the claim (not while the job, run one at a time,
 # has an attempt unfinished), the attempt it records, the backfill's progress.
@@ -90,7 +89,7 @@ class Backfills(Connection):
             f"SELECT {_COLUMNS} FROM crond_backfills WHERE cluster = %s{where} ORDER BY created",  # noqa: S608  (constant text)
             (self.cluster,),
         )
-        return self._decoded(lambda: [_row(r) for r in rows])
+        return self._decoded(lambda: [backfill_of(r, utc) for r in rows])
 
     def claim_backfill(
         self,
@@ -118,22 +117,3 @@ class Backfills(Connection):
                 cur.execute(SUMMARY_STARTED, (self.cluster, job, row_id, run_id,
                     iso_utc(slot), 1, iso_utc(started), self._replica))  # fmt: skip
         return claims
-
-
-def _row(row: Sequence[Any]) -> BackfillRow:
-    return BackfillRow(
-        id=str(row[0]),
-        job=str(row[1]),
-        range_from=utc(row[2]),
-        range_to=utc(row[3]),
-        total=int(row[4]),
-        started=int(row[5]),
-        last_slot=None if row[6] is None else utc(row[6]),
-        next_slot=None if row[7] is None else utc(row[7]),
-        succeeded=int(row[8]),
-        failed=int(row[9]),
-        state=str(row[10]),
-        created=utc(row[11]),
-        ended=None if row[12] is None else utc(row[12]),
-        who=str(row[13]),
-    )

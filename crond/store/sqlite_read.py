@@ -18,7 +18,6 @@ from crond.store.base import (
     EVERY,
     FAILED_OUTCOMES,
     AttemptRow,
-    BackfillRow,
     Only,
     PauseRow,
     StateError,
@@ -26,6 +25,7 @@ from crond.store.base import (
     Summary,
 )
 from crond.store.files import DB_NAME, check_directory
+from crond.store.rows import BackfillRow, backfill_of
 
 T = TypeVar("T")
 
@@ -169,7 +169,7 @@ class Reads:
             return []
         where = " WHERE state = 'running'" if going else ""
         rows = self._all(BACKFILLS + where + " ORDER BY created")
-        return decoded(self.path, lambda: [backfill_of(r) for r in rows])
+        return decoded(self.path, lambda: [backfill_of(r, _utc) for r in rows])
 
 
 BACKFILLS = (
@@ -178,28 +178,8 @@ BACKFILLS = (
 )
 
 
-def _at(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)
-
-
-def backfill_of(row: Sequence[Any]) -> BackfillRow:
-    """A `backfills` row (as `BACKFILLS` selects it) as a value."""
-    return BackfillRow(
-        id=str(row[0]),
-        job=str(row[1]),
-        range_from=datetime.fromtimestamp(row[2], UTC),
-        range_to=datetime.fromtimestamp(row[3], UTC),
-        total=int(row[4]),
-        started=int(row[5]),
-        last_slot=_at(row[6]),
-        next_slot=_at(row[7]),
-        succeeded=int(row[8]),
-        failed=int(row[9]),
-        state=str(row[10]),
-        created=datetime.fromtimestamp(row[11], UTC),
-        ended=_at(row[12]),
-        who=str(row[13]),
-    )
+def _utc(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
 
 
 def _where(job: str | None, only: Only) -> tuple[str, tuple[Any, ...]]:

@@ -43,6 +43,14 @@ def setup(tmp_path: Path, *, slow: str = "never", bad: str = "never") -> tuple[P
     return f, out, tmp_path / "state"
 
 
+def started(crond: list[Crond], tmp_path: Path, **commands: str) -> tuple[Path, Path, Path, Crond]:
+    """`setup`, and a daemon running the file, its store in the state directory."""
+    f, out, state = setup(tmp_path, **commands)
+    d = start(crond, str(f), "--state-dir", str(state))
+    d.wait_for("daemon.started")
+    return f, out, state, d
+
+
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return run_cli(*args)
 
@@ -56,9 +64,7 @@ def stamps(out: Path) -> list[str]:
 def test_a_backfill_of_50_slots_killed_9_at_the_20th_resumes_each_slot_once(
     tmp_path: Path, crond: list[Crond]
 ) -> None:
-    f, out, state = setup(tmp_path, slow=iso(19))
-    d = start(crond, str(f), "--state-dir", str(state))
-    d.wait_for("daemon.started")
+    f, out, state, d = started(crond, tmp_path, slow=iso(19))
     begun = cli("backfill", str(f), "stamp", "--from", iso(0), "--to", iso(50))
     assert begun.returncode == 0, begun.stderr
     backfill_id = begun.stdout.strip()
@@ -94,9 +100,7 @@ def test_a_backfill_of_50_slots_killed_9_at_the_20th_resumes_each_slot_once(
 def test_wait_exits_0_when_every_slot_succeeded_1_otherwise(
     tmp_path: Path, crond: list[Crond]
 ) -> None:
-    f, out, state = setup(tmp_path, bad=iso(1))
-    d = start(crond, str(f), "--state-dir", str(state))
-    d.wait_for("daemon.started")
+    f, out, _, d = started(crond, tmp_path, bad=iso(1))
     good = cli("backfill", str(f), "stamp", "--from", iso(2), "--to", iso(4), "--wait")
     assert good.returncode == 0, good.stderr
     assert [line.split()[:2] for line in good.stdout.splitlines()] == [
@@ -113,9 +117,7 @@ def test_wait_exits_0_when_every_slot_succeeded_1_otherwise(
 
 
 def test_kill_stops_the_backfill_its_run_and_the_rest(tmp_path: Path, crond: list[Crond]) -> None:
-    f, out, state = setup(tmp_path, slow=iso(1))
-    d = start(crond, str(f), "--state-dir", str(state))
-    d.wait_for("daemon.started")
+    f, out, _, d = started(crond, tmp_path, slow=iso(1))
     waiting = subprocess.Popen(
         [CROND, "backfill", str(f), "stamp", "--from", iso(0), "--to", iso(5), "--wait"],
         stdout=subprocess.PIPE,
@@ -159,9 +161,7 @@ REFUSALS = [  # (the others, in-process: tests/daemon/test_backfill_fake_clock.p
 
 
 def test_refusals_say_why_and_exit_1(tmp_path: Path, crond: list[Crond]) -> None:
-    f, _, state = setup(tmp_path)
-    d = start(crond, str(f), "--state-dir", str(state))
-    d.wait_for("daemon.started")
+    f, _, _, d = started(crond, tmp_path)
     for (job, begin, end), said in REFUSALS:
         refused = cli("backfill", str(f), job, "--from", begin, "--to", end)
         assert (refused.returncode, said in refused.stderr) == (1, True), refused.stderr
