@@ -5,7 +5,7 @@ its progress in the same commit), count their ends, stop it (`crond kill`), and 
 go on with those a previous daemon left unfinished.
 
 Events: `backfill.started`, `backfill.slot_finished`, `backfill.finished`,
-`backfill.cancelled`, `backfill.resumed` (docs/logging.md).
+`backfill.cancelled`, `backfill.resumed` (docs/schedules.md, "Backfill").
 """
 
 from __future__ import annotations
