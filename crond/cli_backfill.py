@@ -1,12 +1,12 @@
-"""`crond backfill FILE JOB --from T --to T --dry-run`: the slots of a job in a range,
-oldest first, with their DST and calendar notes, as `crond next` shows fires.
-
-Only the listing (`--dry-run`) is built: running the slots through the daemon's control
-socket is not (docs/schedules.md, "Backfill"), and the command says so.
+"""`crond backfill FILE JOB --from T --to T [--dry-run] [--wait]`: run a job for each of its
+slots in a past range, through the running daemon (docs/schedules.md, "Backfill"); with
+`--dry-run`, list those slots, oldest first, with their DST and calendar notes, as
+`crond next` shows fires, and run nothing.
 """
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -26,11 +26,57 @@ from crond.clifile import load_or_exit
     "--to", "end", type=params.INSTANT, required=True, help="The last instant (excluded)."
 )
 @click.option("--dry-run", is_flag=True, help="List the slots; run nothing.")
+@click.option(
+    "--wait", is_flag=True, help="Follow the backfill to its end; exit 1 if a slot failed."
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+@params.STATE_DIR
+@click.option(
+    "--socket",
+    "socket_flag",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="P",
+    help="The daemon's control socket (as for `crond trigger`).",
+)
 def backfill(
-    file: Path, job: str, *, start: datetime, end: datetime, dry_run: bool, as_json: bool
+    file: Path,
+    job: str,
+    *,
+    start: datetime,
+    end: datetime,
+    dry_run: bool,
+    wait: bool,
+    as_json: bool,
+    state_dir: str | None,
+    socket_flag: Path | None,
 ) -> None:
-    """List JOB's slots in [--from, --to), oldest first (`--dry-run`)."""
+    """Run JOB once for each of its slots in [--from, --to), oldest first, one at a time,
+    in the daemon running FILE; print the backfill's id (`--wait`: follow it to its end).
+    `--dry-run` lists the slots instead. `crond kill FILE JOB` stops it."""
+    if dry_run:
+        _dry_run(file, job, start, end, as_json=as_json)
+        return
+    from crond.control import commands, views  # noqa: PLC0415  (keeps the others lean)
+
+    args = {"job": job, "from": _iso(start), "to": _iso(end), "wait": wait}
+    result = commands.steer(file, state_dir, socket_flag, "backfill", args, wait=wait)
+    if as_json:
+        click.echo(views.json_line(result))
+    elif not wait:
+        click.echo(str(result.get("id", "")))
+    else:
+        click.echo(views.format_backfill(result), err=True)
+    if wait:
+        finished = result.get("state") == "finished" and result.get("failed") == 0
+        sys.exit(0 if finished else 1)
+
+
+def _iso(when: datetime) -> str:
+    return when.isoformat().replace("+00:00", "Z")
+
+
+def _dry_run(file: Path, job: str, start: datetime, end: datetime, *, as_json: bool) -> None:
     from crond.when import preview  # noqa: PLC0415  (keeps the other commands' start lean)
     from crond.when.backfill import backfill_slots  # noqa: PLC0415
 
@@ -39,11 +85,6 @@ def backfill(
     if loaded is None:
         raise click.BadParameter(
             f"no job named {job} in {file} (jobs: {', '.join(cfg.jobs)})", param_hint="JOB"
-        )
-    if not dry_run:
-        raise click.UsageError(
-            "only --dry-run is available: running a backfill through the daemon is not "
-            "built in this version (see docs/schedules.md, Backfill)"
         )
     try:
         fires = backfill_slots(loaded.make_timing(), start, end)

@@ -165,7 +165,8 @@ def quick(
         if timeout is None or not alive or reader.view_is_behind(now.timestamp() - _STALE_S):
             return None
         rows, pauses = reader.status_rows(), reader.pauses()
-        return _render(rows, pauses, now, alive=True, as_json=as_json, cluster=cluster)
+        shown = _render(rows, pauses, now, alive=True, as_json=as_json, cluster=cluster)
+        return _with_backfills(shown, rows, reader, as_json=as_json)
     except StateError:
         return None
     finally:
@@ -192,7 +193,21 @@ def for_file(
     every = [name for name, job in jobs.items() if job.settings.replicas == "all"]
     if cluster is not None and every and isinstance(reader, ClusterReader):
         rows, cluster = _per_replica(rows, reader.per_replica(every), cluster)
-    return _render(rows, pauses, now, alive=alive, as_json=as_json, cluster=cluster)
+    shown = _render(rows, pauses, now, alive=alive, as_json=as_json, cluster=cluster)
+    return _with_backfills(shown, rows, reader, as_json=as_json)
+
+
+def _with_backfills(
+    shown: str, rows: Sequence[StatusRow], reader: Reader | None, *, as_json: bool
+) -> str:
+    """The backfills going, read from the store (crond/status_backfill.py)."""
+    going = getattr(reader, "backfills", None)  # (a store that keeps them)
+    backfills = going(going=True) if going is not None else []
+    if not backfills:
+        return shown
+    from crond.status_backfill import with_backfills  # noqa: PLC0415  (rarely needed)
+
+    return with_backfills(shown, [row.job for row in rows], backfills, as_json=as_json)
 
 
 def _per_replica(

@@ -189,16 +189,17 @@ def _is_int(value: object) -> bool:
 
 
 def format_history(attempts: Sequence[AttemptRow]) -> str:
-    """Oldest first: one line an attempt (ending `replica NAME` for a cluster's), then its
-    output tail indented."""
+    """Oldest first: one line an attempt (ending `replica NAME` for a cluster's, `backfill`
+    for a backfill's), then its output tail indented."""
     out = []
     for a in attempts:
         exit_code = "-" if a.exit_code is None else str(a.exit_code)
         ran_by = "" if a.replica is None else f"  replica {_replica_cell(a.replica)}"
+        kind = "" if a.kind is None else f"  {a.kind}"  # a backfill's run
         out.append(
             f"{_when(a.started)}  {a.job}  {a.run_id}  attempt {a.attempt}  "
             f"slot {iso_utc(a.slot)}  {a.outcome or 'running'}  exit {exit_code}  "
-            f"{_seconds(a.duration_s)}{ran_by}{_late_end(a)}"
+            f"{_seconds(a.duration_s)}{ran_by}{kind}{_late_end(a)}"
         )
         out.extend(f"    | {line}" for line in a.output)
     return "\n".join(out)
@@ -256,6 +257,7 @@ def _attempt_dict(a: AttemptRow) -> dict[str, Any]:
             "output": a.output,
         }
         | ({} if a.replica is None else {"replica": a.replica})
+        | ({} if a.kind is None else {"kind": a.kind})
         | _late_end_json(a)
     )
 

@@ -82,7 +82,7 @@ def _steer(
         # A trigger of an `overlap: replace` job answers once the runs it replaces have
         # stopped (up to their kill_after): no deadline, as for --wait.
         # A reload answers once the file is read and checked (seconds for 10,000 jobs).
-        patient = wait or cmd in {"trigger", "reload"}
+        patient = wait or cmd in {"trigger", "reload", "backfill"}
         for message in client.request(path, cmd, args, timeout=None if patient else client.TIMEOUT):
             if "ok" in message:
                 final = message
@@ -99,6 +99,9 @@ def _steer(
         sys.exit(1 if final.get("code") in _ASKED_WRONG else 2)
     result = final.get("result")
     return result if isinstance(result, dict) else {}
+
+
+steer = _steer  # (crond/cli_backfill.py's `crond backfill`, a command of its own module)
 
 
 def _echo_stream(message: dict[str, object]) -> None:
@@ -183,19 +186,20 @@ def trigger(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
 
 @click.command()
 @click.argument("file", type=params.FILE)
-@click.argument("target", metavar="JOB|RUN_ID")
+@click.argument("target", metavar="JOB|RUN_ID|BACKFILL_ID")
 @params.STATE_DIR
 @_SOCKET
 def kill(file: Path, target: str, state_dir: str | None, socket_flag: Path | None) -> None:
-    """Stop the running run(s) of a job, or one run, as a timeout does."""
+    """Stop the running run(s) of a job, or one run, as a timeout does; and the job's
+    backfill (or the backfill with that id)."""
     from crond.control import views  # noqa: PLC0415  (see the imports above)
 
     answer = _steer(file, state_dir, socket_flag, "kill", {"target": target})
-    stopped, asked = (_dicts(answer.get(key)) for key in ("stopped", "asked"))
-    if not stopped and not asked:
+    stopped, asked, backfills = (_dicts(answer.get(k)) for k in ("stopped", "asked", "backfills"))
+    if not stopped and not asked and not backfills:
         click.echo(f"crond: nothing running for {target}", err=True)
         sys.exit(1)
-    click.echo(views.format_stopped(stopped, asked))
+    click.echo(views.format_stopped(stopped, asked, backfills))
 
 
 @click.command()

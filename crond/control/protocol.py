@@ -24,6 +24,7 @@ events' `by` then names that user, and keeps the caller's own as `via`).
 | `resume` | `{"jobs": [NAME, ...]}` or `{"all": true}` |
 | `reload` | `{}` |
 | `follow` | `{"run_id": RUN_ID}`: a run going in this daemon (`crond web`'s Now page) |
+| `backfill` | `{"job": NAME, "from": ISO, "to": ISO, "wait": bool}` |
 
 The replies: zero or more stream lines, then one final line, then the server closes. A
 caller keeps its side open until then: a caller that closes it (or hangs up) while its
@@ -52,7 +53,11 @@ add some):
   signal, or null) once the run has ended;
 - `follow`: the run's output lines from now on, then `{"run_id", "outcome", "exit_code"}`
   once it ended (`not_found`: no such run going in this daemon);
-- `kill`: `{"stopped": [{"job", "run_id", "pid"}]}` (empty: nothing was running);
+- `kill`: `{"stopped": [{"job", "run_id", "pid"}]}` (empty: nothing was running), and
+  `"backfills": [BACKFILL]`, the backfills it cancelled (see `backfill`);
+- `backfill`: BACKFILL, `{"id", "job", "from", "to", "total", "done", "succeeded",
+  "failed", "next_slot"}`; with `wait`, one stream line (stdout) a slot as its run ends,
+  then BACKFILL with `"state"`: `finished` or `cancelled`;
 - `pause`: `{"jobs": [NAME, ...], "until": ISO or null (until resumed), "stored": bool}`;
   `stored` false: the daemon has no state store, the pause lasts until it stops;
 - `resume`: `{"resumed": [{"job": NAME, "skipped": N}]}`, N the slots skipped while
@@ -68,12 +73,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 VERSION = 1
 VERSIONS = (1,)
-COMMANDS = ("ps", "trigger", "kill", "pause", "resume", "reload", "follow")
+COMMANDS = ("ps", "trigger", "kill", "pause", "resume", "reload", "follow", "backfill")
 CODES = (
     "bad_request",
     "unknown_command",
@@ -191,6 +196,24 @@ def _follow(args: dict[str, Any]) -> dict[str, Any]:
     return {"run_id": _name(args, "run_id", "follow")}
 
 
+def _backfill(args: dict[str, Any]) -> dict[str, Any]:
+    wait = args.get("wait", False)
+    if not isinstance(wait, bool):
+        raise ControlError("bad_request", 'backfill: "wait" is not true or false')
+    for key in ("from", "to"):
+        value = args.get(key)
+        if not (isinstance(value, str) and _is_instant(value)):
+            raise ControlError(
+                "bad_request", f'backfill: "{key}" is not an ISO-8601 instant with offset'
+            )
+    return {
+        "job": _name(args, "job", "backfill"),
+        "from": args["from"],
+        "to": args["to"],
+        "wait": wait,
+    }
+
+
 def _pause(args: dict[str, Any]) -> dict[str, Any]:
     until, note = args.get("until"), args.get("note")
     if until is not None and not (isinstance(until, str) and _is_instant(until)):
@@ -242,7 +265,32 @@ _CHECKS = {
     "resume": _resume,
     "reload": _ps,  # no args either
     "follow": _follow,
+    "backfill": _backfill,
 }
+
+
+# An instant a request may give: one crond can store and show (a pause for longer than
+# that is one `until resumed`).
+_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+_LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+def parse_instant(value: object) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        raise ControlError("bad_request", f"{value!r} is not an ISO-8601 instant") from None
+    if when.tzinfo is None:
+        raise ControlError("bad_request", f"{value!r} has no UTC offset")
+    try:
+        utc = when.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not _EARLIEST <= utc <= _LATEST:
+        raise ControlError("bad_request", f"{value!r} is not an instant between now and 2200")
+    return utc
 
 
 def _encodable(text: str) -> bool:

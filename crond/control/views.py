@@ -4,6 +4,7 @@ results (crond/control/protocol.py has their shapes), and the exit status `trigg
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -91,10 +92,12 @@ def format_reload_refused(file: object, result: Mapping[str, Any]) -> str:
 
 
 def format_stopped(
-    stopped: Sequence[Mapping[str, Any]], asked: Sequence[Mapping[str, Any]] = ()
+    stopped: Sequence[Mapping[str, Any]],
+    asked: Sequence[Mapping[str, Any]] = (),
+    backfills: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """What `crond kill` did: runs stopped here; with replicas, runs another replica was
-    asked to stop (it does within about two seconds)."""
+    asked to stop (it does within about two seconds); the backfills it cancelled."""
     lines = [
         f"stopped {s.get('job', '?')} run {s.get('run_id', '?')} (pid {_text(s.get('pid'))})"
         for s in stopped
@@ -104,7 +107,24 @@ def format_stopped(
         f"{a.get('run_id', '?')}"
         for a in asked
     ]
+    lines += [format_backfill(b) for b in backfills]
     return "\n".join(lines)
+
+
+def format_backfill(result: Mapping[str, Any]) -> str:
+    """A backfill as `crond backfill --wait` ends it and `crond kill` cancels it:
+    `backfill ID of JOB: finished, 50/50 slots (49 succeeded, 1 failed)`."""
+    state = result.get("state", "cancelled")
+    done, total = _text(result.get("done")), _text(result.get("total"))
+    ok, failed = _text(result.get("succeeded")), _text(result.get("failed"))
+    return (
+        f"backfill {result.get('id', '?')} of {result.get('job', '?')}: {state}, "
+        f"{done}/{total} slots ({ok} succeeded, {failed} failed)"
+    )
+
+
+def json_line(result: Mapping[str, Any]) -> str:
+    return json.dumps(dict(result))
 
 
 def format_paused(result: Mapping[str, Any]) -> str:

@@ -18,7 +18,7 @@ import contextlib
 import itertools
 import os
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +27,16 @@ from structlog.typing import FilteringBoundLogger
 from crond.clock import Clock, iso_utc
 from crond.config import problems
 from crond.control.callers import Caller
-from crond.control.protocol import ControlError, ok
+from crond.control.protocol import ControlError, ok, parse_instant
 from crond.control.server import ControlServer, Send
+from crond.daemon.backfill_control import backfill_command
+from crond.daemon.backfilling import Backfilling
 from crond.daemon.cluster import Cluster
 from crond.daemon.locksview import lock_waits
 from crond.daemon.loop import Loop, Pending
 from crond.daemon.pausing import Pausing
 from crond.run import runner
 
-# A pause's until: an instant crond can store and show (a pause for longer than that is
-# one `until resumed`).
-_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
-_LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 STREAM_BACKLOG = 1000  # lines of a waited-for run queued for a caller that reads slowly
 
 
@@ -64,6 +62,7 @@ class Steering:
         self._server: ControlServer | None = None
         # `reload`: the daemon's reload, as SIGHUP's, answering its outcome (lifecycle.py).
         self.reload = reload
+        self.backfilling: Backfilling  # `crond backfill`, and kill's (the daemon sets it)
 
     async def start(self, path: Path | None) -> None:
         """Listen at `path` (None: `control_socket: none`). A socket that cannot be made is
@@ -107,8 +106,10 @@ class Steering:
             return ok(await self._kill(str(args["target"]), caller))
         if cmd == "follow":
             return await self._follow(str(args["run_id"]), send)
+        if cmd == "backfill":
+            return await backfill_command(self.backfilling, self._known, args, caller, send)
         if cmd == "pause":
-            names, until = self._names(args), _instant(args.get("until"))
+            names, until = self._names(args), parse_instant(args.get("until"))
             return ok(await self.pausing.pause(names, until, args.get("note"), caller.by()))
         if cmd == "resume":
             every = args.get("all")
@@ -203,7 +204,7 @@ class Steering:
         )
 
     async def _kill(self, target: str, caller: Caller) -> dict[str, Any]:
-        runs = self.loop.kill(target)
+        told, runs = self.backfilling.kill(target, caller.by())
         if (
             not runs
             and target not in self.loop.core.schedule.entries
@@ -215,12 +216,12 @@ class Steering:
             self.log.warning("job.kill_requested", job=run.job, run_id=run.run_id, by=caller.by())
             stopped.append({"job": run.job, "run_id": run.run_id, "pid": run.pid})
         if self.cluster is None:
-            return {"stopped": stopped}
+            return {"stopped": stopped, **told}
         for row in stopped:
             row["replica"] = self.cluster.replica
         mine = runs and _looks_like_run_id(target)  # the one run, here: no other to ask
         asked = [] if mine else await self.cluster.request_kill(target, caller.by())
-        return {"stopped": stopped, "asked": asked}
+        return {"stopped": stopped, "asked": asked, **told}
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -253,24 +254,6 @@ async def _next_line(
         return getter.result()
     getter.cancel()
     return None
-
-
-def _instant(value: object) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        when = datetime.fromisoformat(str(value))
-    except ValueError:
-        raise ControlError("bad_request", f"{value!r} is not an ISO-8601 instant") from None
-    if when.tzinfo is None:
-        raise ControlError("bad_request", f"{value!r} has no UTC offset")
-    try:
-        utc = when.astimezone(UTC)
-    except OverflowError:
-        utc = None
-    if utc is None or not _EARLIEST <= utc <= _LATEST:
-        raise ControlError("bad_request", f"{value!r} is not an instant between now and 2200")
-    return utc
 
 
 def _looks_like_run_id(text: str) -> bool:

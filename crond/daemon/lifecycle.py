@@ -33,6 +33,7 @@ from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.control.server import socket_path
 from crond.daemon import events, reaper, stores
 from crond.daemon import taken as socket_taken
+from crond.daemon.backfilling import Backfilling
 from crond.daemon.chaining import Chaining
 from crond.daemon.cluster import Cluster, database_url, given_problems, logged_as, replica_name
 from crond.daemon.control import Steering
@@ -128,6 +129,7 @@ class Service:
             log=log, clock=clock, loop=self.loop, pausing=self.pausing, cluster=self.cluster,
             reload=self.signals.reload_asked,  # `crond reload`, as SIGHUP
         )  # fmt: skip
+        self.steering.backfilling = Backfilling(self.loop, self.recorder, self.spawner)
         self.chaining = Chaining(self.loop, self.recorder, self.spawner, self.steering.no_chain)
         self._settings(cfg)
 

@@ -18,7 +18,7 @@ contended.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Generic
 
@@ -64,6 +64,9 @@ class Loop(Generic[R]):
         self._wake = asyncio.Event()
         self._stopping = False
         self.lock = asyncio.Lock()  # the core's, while a wake or a change holds it
+        # The daemon's backfills (crond/daemon/backfilling.py): their slots started at
+        # the end of each wake.
+        self.backfill: Callable[[datetime], Awaitable[None]] | None = None
 
     def load(
         self, jobs: Mapping[str, LoadedJob], resume: Resume = None, runs: Runs = None
@@ -84,6 +87,14 @@ class Loop(Generic[R]):
         crond/schedule/pauses.py)."""
         self.core.pauses.pause(name, until)
         self._wake.set()  # its end is a new instant to wake at
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def wake(self) -> None:
+        """Wake now (a backfill was begun: its first slot may start)."""
+        self._wake.set()
 
     def resume(self, name: str) -> int | None:
         """End `name`'s pause: the slots it passed over; None if it was not paused."""
@@ -182,6 +193,8 @@ class Loop(Generic[R]):
         await self._carry_out(self.core.settle(proposal, claims), gate)
         if gate is not None:
             gate()  # nothing was spawned (skipped, or could not start): still not before `at`
+        if self.backfill is not None:
+            await self.backfill(now)
 
     async def _carry_out(self, actions: list[Action], gate: Gate | None = None) -> None:
         """The core's actions, in order (`gated` ones not before the wake's instant)."""
@@ -232,6 +245,7 @@ class Loop(Generic[R]):
         run, one waiting for its job, for a lock, or its chained runs may start."""
         core = self.core
         released = core.locks.release(name, slot)
-        waiting = core.queue or core.backlog or (released and core.locks) or core.chains
+        waiting = bool(core.queue or core.backlog or (released and core.locks) or core.chains)
+        waiting = waiting or bool(core.backfills)
         if not self.running or waiting:
             self._wake.set()

@@ -31,7 +31,15 @@ from crond.daemon.offloop import SLOW, OffLoop
 from crond.daemon.proof import Proof
 from crond.daemon.stores import FAILED, End, Opener
 from crond.schedule.actions import Claims, Refusal
-from crond.store.base import AttemptRow, Replicated, Start, Store, ViewRow
+from crond.store.base import (
+    AttemptRow,
+    BackfillRecords,
+    Claimed,
+    Replicated,
+    Start,
+    Store,
+    ViewRow,
+)
 from crond.store.rows import Chained
 
 if TYPE_CHECKING:
@@ -115,6 +123,7 @@ class StoreRecorder(OffLoop):
         started: datetime | None = None,
         chained: Sequence[tuple[str, str]] = (),
         limits: Mapping[str, int] | None = None,
+        backfills: Mapping[str, str] | None = None,
     ) -> Claims:
         """Record the first attempts of a wake's runs in one commit, before any of them is
         spawned, as started at `started` (default: now); each run's `started` then finds
@@ -122,24 +131,22 @@ class StoreRecorder(OffLoop):
         missed): the starts that may not start, and why (all of them when the database
         did not answer); the told slots another replica claimed first, and so tells of
         (none when the database did not answer: each replica tells what it saw). Without
-        replicas, the records of the `chained` starts, (child, parent's run id), go too."""
+        replicas, the records of the `chained` starts, (child, parent's run id), go too;
+        `backfills` (run id -> backfill id): the backfills' starts, marked, their progress
+        moved in the same commit."""
         at = started or self.clock.now()
         if self.replica is None:
             if starts:
-                ids = self.write(lambda store: store.start_many(starts, at, limits, **_kw(chained)))
+                more = _kw(chained) | ({"backfills": backfills} if backfills else {})
+                ids = self.write(lambda store: store.start_many(starts, at, limits, **more))
                 for start, row_id in zip(starts, [] if ids is FAILED else ids, strict=False):
                     self._prepared[start.run_id] = row_id
             return Claims()
-        each = self.each_replica
-        copies = [self.replica if s.job in each else "" for s in starts]
-        mine = [key for key in told if key[0] not in each]
+        mine = [key for key in told if key[0] not in self.each_replica]
         if not starts and not mine:
             return Claims()
-
-        claimed = await self.proof.claim(self.ask, lambda store: store.claim(
-            starts, mine, at, copies=copies, exclusive=self.one_at_a_time,
-            replacing=self.replacing, limits=limits,
-        ), force=bool(starts))  # fmt: skip
+        call = _claim(self, starts, mine, at, limits, backfills)
+        claimed = await self.proof.claim(self.ask, call, force=bool(starts))
         if claimed is FAILED:
             self.in_doubt.failed(starts)  # each may have committed all the same
             return Claims({(s.job, s.slot): "database" for s in starts})
@@ -286,6 +293,30 @@ class _Row:
 
     def found(self, row_id: int) -> None:
         self.id = row_id
+
+
+def _claim(  # noqa: PLR0917  (prepare's values)
+    rec: StoreRecorder,
+    starts: Sequence[Start],
+    mine: Sequence[tuple[str, datetime]],
+    at: datetime,
+    limits: Mapping[str, int] | None,
+    backfills: Mapping[str, str] | None,
+) -> Callable[[Store], Claimed]:
+    """A wake's claims as one call of the store (`Store.claim`); a backfill's start (it
+    comes alone) by its backfill's copy of the slot (`claim_backfill`), which holds it
+    while a run of its job goes anywhere unless the job's overlap is `allow`."""
+    if backfills:
+        exclusive = rec.one_at_a_time | rec.replacing
+        return lambda store: Claimed(
+            cast(BackfillRecords, store).claim_backfill(starts, backfills, at, exclusive=exclusive),
+            [],
+        )
+    copies = [rec.replica or "" if s.job in rec.each_replica else "" for s in starts]
+    return lambda store: store.claim(
+        starts, mine, at, copies=copies, exclusive=rec.one_at_a_time,
+        replacing=rec.replacing, limits=limits,
+    )  # fmt: skip
 
 
 def _kw(chained: Sequence[object]) -> dict[str, Any]:

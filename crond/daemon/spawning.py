@@ -71,6 +71,8 @@ class Spawner:
         self._run_ids: dict[tuple[str, datetime], str] = {}  # run ids chosen by `claim`
         # The chained starts the core decided, by (child, slot): the core's own map.
         self.parents: dict[Key, Parent] = {}
+        # The backfill starts the core decided, (job, slot) -> backfill id: its own map.
+        self.backfills: dict[Key, str] = {}
 
     def launch(self, job: LoadedJob, slot: datetime, gate: Gate | None = None) -> runner.Run:
         """A run of `job`, spawned now; the loop drives it in its TaskGroup."""
@@ -122,8 +124,14 @@ class Spawner:
             for job, _ in starts
             if counted and job.settings.max_runs is not None
         }
+        # A backfill's start moves its progress in the commit that records it.
+        backfills = {
+            rid: backfill
+            for key, rid in self._run_ids.items()
+            if (backfill := self.backfills.pop(key, None)) is not None
+        }
         return await self.recorder.prepare(
-            records, told, started=at, chained=chained, limits=limits
+            records, told, started=at, chained=chained, limits=limits, backfills=backfills
         )
 
     def reload(self, cfg: LoadedConfig) -> None:

@@ -35,6 +35,7 @@ from crond.schedule.actions import (
     Start,
     Tell,
 )
+from crond.schedule.backfills import Backfills
 from crond.schedule.backlog import Backlog
 from crond.schedule.chains import Chains
 from crond.schedule.heap import ConfigDiff, Schedule
@@ -66,6 +67,7 @@ class Core:
             locks=self.locks,
             chains=self.chains,
         )
+        self.backfills = Backfills(self.schedule, self.queue, self.locks, self._proposer)
 
     # --- what the shell is told to change ---------------------------------------------
 
@@ -99,6 +101,7 @@ class Core:
                 self.backlog.wake_at(),
                 self.locks.wake_at(),
                 self.chains.wake_at(),
+                self.backfills.wake_at(),
             )
             if t
         ]

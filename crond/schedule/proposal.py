@@ -96,9 +96,7 @@ class Proposer:
             going[job.name] = going.get(job.name, 0) + 1
         chained: list[tuple[LoadedJob, datetime]] = []
         if self.chains:
-            chained, told = self.chains.decide(
-                self.schedule, now, going, self._waiting, self.pauses
-            )
+            chained, told = self.chains.decide(self.schedule, now, going, self.waiting, self.pauses)
             first += told
         if self.backlog:
             drained += self._from_backlog(now, going, total + len(drained), first, missed)
@@ -152,7 +150,7 @@ class Proposer:
 
         return takes
 
-    def _waiting(self, name: str) -> int:
+    def waiting(self, name: str) -> int:
         """How many runs of job `name` wait (in the queue, for a lock, for the database)."""
         counts, locks = self.queue.counts, self.locks.counts
         return counts.get(name, 0) + locks.get(name, 0) + (name in self.unclaimed)

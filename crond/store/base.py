@@ -26,6 +26,7 @@ from crond.store.rows import (
     EVERY,
     FAILED_OUTCOMES,
     AttemptRow,
+    BackfillRow,
     Claim,
     Claimed,
     KillRow,
@@ -53,6 +54,8 @@ __all__ = [
     "EVERY",
     "FAILED_OUTCOMES",
     "AttemptRow",
+    "BackfillRecords",
+    "BackfillRow",
     "Claim",
     "Claimed",
     "ClusterReader",
@@ -295,6 +298,48 @@ class Upkeep(Protocol):
 
     def checkpoint(self) -> None:
         """Housekeeping the daemon's heartbeat does, off the start path."""
+        ...
+
+
+@runtime_checkable
+class BackfillRecords(Protocol):
+    """Backfills (`crond backfill`, docs/schedules.md): their ranges and progress. A
+    backfill's slot moves its progress in the commit that records its run's start
+    (`start_many`'s `backfills`: run id -> backfill id)."""
+
+    def backfill_add(self, row: BackfillRow) -> bool:
+        """Keep a new backfill; False when one of its job is already running (with
+        replicas: begun on another replica)."""
+        ...
+
+    def backfill_counted(self, backfill_id: str, success: bool, next_slot: datetime | None) -> None:
+        """One more of the backfill's runs ended (`success` or not); the next slot it
+        starts (None: none left)."""
+        ...
+
+    def claim_backfill(
+        self,
+        starts: Sequence[Start],
+        backfills: Mapping[str, str],
+        started: datetime,
+        *,
+        exclusive: Collection[str] = (),
+    ) -> list[Claim]:
+        """With replicas: claim each backfill start (run id -> its backfill in
+        `backfills`) by its backfill's own copy of the slot, record its attempt (kind
+        `backfill`) and move the backfill's progress, in one transaction. Per start, its
+        token; None when another replica holds the claim (it runs the slot); BUSY when
+        its job is of `exclusive` and an attempt of it is unfinished on any replica
+        (nothing is recorded: it is tried again); DONE when the backfill is no longer
+        running (ended through another replica)."""
+        ...
+
+    def backfill_end(self, backfill_id: str, state: str, ended: datetime) -> None:
+        """The backfill finished or was cancelled (`state`)."""
+        ...
+
+    def backfills(self, *, going: bool) -> list[BackfillRow]:
+        """The backfills kept, oldest first (`going`: those still running only)."""
         ...
 
 

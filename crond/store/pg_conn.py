@@ -47,7 +47,7 @@ IDLE_TIMEOUT = 2.0
 
 ATTEMPTS = (
     "SELECT id, run_id, job, slot, attempt, started, finished, outcome, exit_code, duration_s, "
-    "output, replica, late_finished, late_outcome, late_exit_code FROM crond_attempts"
+    "output, replica, late_finished, late_outcome, late_exit_code, kind FROM crond_attempts"
 )
 PAUSES = "SELECT job, since, until, note, who FROM crond_pauses WHERE cluster = %s"
 
@@ -217,7 +217,8 @@ def attempt_of(row: Sequence[Any]) -> AttemptRow:
         duration_s=row[9],
         output=json.loads(row[10]) if row[10] else [],
         replica=row[11],
-        **_late(row[12:]),
+        **_late(row[12:15]),
+        kind=row[15] if len(row) > 15 else None,  # (a backfill's run: docs/schedules.md)
     )
 
 

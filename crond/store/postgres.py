@@ -29,6 +29,7 @@ from typing import Any
 
 from crond.store import schema_pg
 from crond.store.base import StateError, ViewRow
+from crond.store.pg_backfills import Backfills
 from crond.store.pg_cluster import ClusterRows
 from crond.store.pg_conn import patient, text
 from crond.store.pg_follow import TailWrites
@@ -50,7 +51,7 @@ _VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_
 _READER = ""
 
 
-class PostgresStore(Claiming, Pauses, Outbox, ClusterRows, TailWrites, Reads):
+class PostgresStore(Claiming, Backfills, Pauses, Outbox, ClusterRows, TailWrites, Reads):
     """The store of one replica of a cluster, in a PostgreSQL database (base.Store,
     base.Replicated), or a cluster read by `crond status` (`reader`: base.ClusterReader).
     Its parts, each over the one Connection of pg_conn.py: Claiming and its Runs

@@ -5,9 +5,10 @@ knows nothing of the rest of crond.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from crond.clock import iso_utc
 
@@ -82,6 +83,7 @@ class AttemptRow:
     late_finished: datetime | None = None
     late_outcome: str | None = None
     late_exit_code: int | None = None
+    kind: str | None = None  # "backfill" for a backfill's run; None for any other
 
 
 FAILED_OUTCOMES: tuple[str, ...] = ("failed", "timeout", "killed", "lost")
@@ -272,3 +274,48 @@ def status_row(view: ViewRow, summary: Summary | None) -> StatusRow:
         view.job, view.enabled, view.schedule, view.next_text, view.next_local, view.next_note,
         *(_NEVER_RUN if summary is None else summary[1:]),
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BackfillRow:
+    """A backfill as the store keeps it (`crond backfill`, docs/schedules.md): its range,
+    the slots it started (the newest `last_slot`) and how their runs ended. `state`:
+    running, finished or cancelled. `next_slot`: the slot going, else the next to start.
+    `who`: JSON text, the caller that asked."""
+
+    id: str
+    job: str
+    range_from: datetime
+    range_to: datetime
+    total: int
+    started: int
+    last_slot: datetime | None
+    next_slot: datetime | None
+    succeeded: int
+    failed: int
+    state: str
+    created: datetime
+    ended: datetime | None
+    who: str
+
+
+def backfill_of(row: Sequence[Any], instant: Callable[[Any], datetime]) -> BackfillRow:
+    """A backfill row as both stores select it (`id, job, range_from, range_to, total,
+    started, last_slot, next_slot, succeeded, failed, state, created, ended, who`), each
+    instant made by `instant` (the store's own encoding)."""
+    return BackfillRow(
+        id=str(row[0]),
+        job=str(row[1]),
+        range_from=instant(row[2]),
+        range_to=instant(row[3]),
+        total=int(row[4]),
+        started=int(row[5]),
+        last_slot=None if row[6] is None else instant(row[6]),
+        next_slot=None if row[7] is None else instant(row[7]),
+        succeeded=int(row[8]),
+        failed=int(row[9]),
+        state=str(row[10]),
+        created=instant(row[11]),
+        ended=None if row[12] is None else instant(row[12]),
+        who=str(row[13]),
+    )

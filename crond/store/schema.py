@@ -62,7 +62,8 @@ CREATE TABLE IF NOT EXISTS attempts (
     outcome TEXT,
     exit_code INTEGER,
     duration_s REAL,
-    output TEXT
+    output TEXT,
+    kind TEXT  -- NULL: a scheduled, triggered or chained run; 'backfill': a backfill's
 );
 CREATE INDEX IF NOT EXISTS attempts_job ON attempts (job, id);
 CREATE INDEX IF NOT EXISTS attempts_open ON attempts (finished) WHERE finished IS NULL;
@@ -122,6 +123,29 @@ CREATE TABLE IF NOT EXISTS pauses (
     note TEXT,
     who TEXT NOT NULL
 );
+-- Backfills (`crond backfill`, docs/schedules.md), one row each, kept after they end.
+-- `started` and `last_slot` move in the commit that records a slot's run (its attempt
+-- marked kind 'backfill'), so a restart goes on after `last_slot` and never runs a slot
+-- twice; the tallies move as runs end. `state`: running, finished or cancelled. A new
+-- table without a new schema version (and `attempts.kind` a column an older store gains
+-- when the daemon opens it: an older crond names the columns it reads, and ignores it).
+CREATE TABLE IF NOT EXISTS backfills (
+    id TEXT PRIMARY KEY,
+    job TEXT NOT NULL,
+    range_from REAL NOT NULL,
+    range_to REAL NOT NULL,
+    total INTEGER NOT NULL,
+    started INTEGER NOT NULL DEFAULT 0,
+    last_slot REAL,
+    next_slot REAL,  -- the slot going, else the next to start (NULL: none left)
+    succeeded INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL,
+    created REAL NOT NULL,
+    ended REAL,
+    who TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS backfills_going ON backfills (state) WHERE state = 'running';
 """
 
 # Schemas 1 and 2 -> 3, in one transaction. The view is derived data, rebuilt at every
@@ -157,7 +181,9 @@ def check_sqlite() -> None:
 
 
 def create(db: sqlite3.Connection) -> None:
-    """Make the tables that are missing, and say which schema the file has."""
+    """Make the tables (and columns) that are missing, and say which schema the file has."""
+    if "attempts" in _tables(db) and not has_kind(db):
+        db.execute("ALTER TABLE attempts ADD COLUMN kind TEXT")  # (see `backfills` above)
     db.executescript(SCHEMA)
     db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
 
@@ -206,6 +232,12 @@ def check(db: sqlite3.Connection, path: Path, *, empty_ok: bool = False) -> None
             f"{path}: written by another version of crond (schema {schema}, this one reads "
             f"{SCHEMA_VERSION}); give this daemon another state_dir or move the file away"
         )
+
+
+def has_kind(db: sqlite3.Connection) -> bool:
+    """Whether the store's attempts have their `kind` (a store no daemon of this version
+    opened yet has not: its runs are all scheduled ones)."""
+    return any(row[1] == "kind" for row in db.execute("PRAGMA table_info(attempts)"))
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from crond.store.base import StateError
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # Kill requests (`crond kill` reaching every replica): new in schema 2.
 _KILLS = (
     """CREATE TABLE IF NOT EXISTS crond_kills (
@@ -89,6 +89,34 @@ _WEB = (
         PRIMARY KEY (cluster, run_id)
     )""",
 )
+# New in schema 7 (docs/schedules.md, "Backfill"): backfills, one row each, kept after
+# they end; at most one running a job in a cluster (the partial unique index). A slot's
+# run is claimed by a row of crond_claims of copy 'backfill:ID' (its backfill's, apart
+# from the slot's scheduled claim of copy ""), in the transaction that records its
+# attempt (`kind` 'backfill') and moves the backfill's progress.
+_BACKFILLS = (
+    """CREATE TABLE IF NOT EXISTS crond_backfills (
+        cluster text NOT NULL,
+        id text NOT NULL,
+        job text NOT NULL,
+        range_from timestamptz NOT NULL,
+        range_to timestamptz NOT NULL,
+        total integer NOT NULL,
+        started integer NOT NULL DEFAULT 0,
+        last_slot timestamptz,
+        next_slot timestamptz,
+        succeeded integer NOT NULL DEFAULT 0,
+        failed integer NOT NULL DEFAULT 0,
+        state text NOT NULL,  -- running, finished, cancelled
+        created timestamptz NOT NULL,
+        ended timestamptz,
+        who text NOT NULL,  -- JSON text: who asked
+        PRIMARY KEY (cluster, id)
+    )""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS crond_backfills_going ON crond_backfills
+        (cluster, job) WHERE state = 'running'""",
+    "ALTER TABLE crond_attempts ADD COLUMN IF NOT EXISTS kind text",
+)
 # version -> the statements that bring it to version + 1.
 UPGRADES: dict[int, tuple[str, ...]] = {
     1: _KILLS,
@@ -96,6 +124,7 @@ UPGRADES: dict[int, tuple[str, ...]] = {
     3: _LATE_AND_EACH,
     4: _RUN_COUNTS,
     5: _WEB,
+    6: _BACKFILLS,
 }
 # The transaction-scoped advisory lock the creation and upgrades run under (any constant
 # of our own: "crond" in ASCII). Only the migration takes it; claims never do.
@@ -228,6 +257,7 @@ TABLES = (
     *_LATE_AND_EACH,
     *_RUN_COUNTS,
     *_WEB,
+    *_BACKFILLS,
 )
 
 

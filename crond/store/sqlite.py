@@ -24,8 +24,9 @@ from typing import Any
 from crond.store import files, schema
 from crond.store.base import OutboxRow, PauseRow, StateError, ViewRow
 from crond.store.files import DB_NAME, LOCK_NAME
+from crond.store.sqlite_backfills import Backfills
 from crond.store.sqlite_read import Reader, decoded, failure, is_corrupt
-from crond.store.sqlite_write import Runs, move_cursors
+from crond.store.sqlite_write import move_cursors
 
 __all__ = ["DB_NAME", "LOCK_NAME", "Reader", "SqliteStore"]
 
@@ -34,7 +35,7 @@ _CHECKPOINT_EVERY = 200
 _VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_note"
 
 
-class SqliteStore(Runs):
+class SqliteStore(Backfills):
     """One SQLite file, opened by the daemon. Not thread-safe: use it from the event
     loop's thread."""
 

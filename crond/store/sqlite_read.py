@@ -25,13 +25,17 @@ from crond.store.base import (
     Summary,
 )
 from crond.store.files import DB_NAME, check_directory
+from crond.store.rows import BackfillRow, backfill_of
 
 T = TypeVar("T")
 
 ATTEMPTS = (
     "SELECT id, run_id, job, slot, attempt, started, finished, outcome, exit_code, duration_s, "
-    "output FROM attempts"
+    "output, kind FROM attempts"
 )
+# A store no daemon of this version opened yet has no `kind` (crond/store/schema.py):
+# its runs are all of no kind.
+_ATTEMPTS_BEFORE_KIND = ATTEMPTS.replace(", kind FROM", ", NULL FROM")
 _SUMMARIES = (
     "SELECT job, run_id, slot, attempt, started, finished, outcome, exit_code, duration_s, "
     "success_run_id, success_started, success_finished, success_duration_s FROM summary"
@@ -87,6 +91,7 @@ def attempt_of(row: Sequence[Any]) -> AttemptRow:
         exit_code=row[8],
         duration_s=row[9],
         output=json.loads(row[10]) if row[10] else [],
+        kind=row[11],
     )
 
 
@@ -96,6 +101,7 @@ class Reads:
 
     _db: sqlite3.Connection
     path: Path
+    _attempts = ATTEMPTS  # the query of attempts (a Reader of an older store: without kind)
 
     @property
     def location(self) -> str:
@@ -118,7 +124,7 @@ class Reads:
         return {str(key): str(value) for key, value in rows}
 
     def last(self, job: str, *, outcome: str | None = None) -> AttemptRow | None:
-        query = ATTEMPTS + " WHERE job = ?"
+        query = self._attempts + " WHERE job = ?"
         params: tuple[Any, ...] = (job,)
         if outcome is not None:
             query += " AND outcome = ?"
@@ -128,7 +134,7 @@ class Reads:
 
     def recent(self, job: str | None, limit: int, only: Only = EVERY) -> list[AttemptRow]:
         where, params = _where(job, only)
-        rows = self._all(ATTEMPTS + where + " ORDER BY id DESC LIMIT ?", (*params, limit))
+        rows = self._all(self._attempts + where + " ORDER BY id DESC LIMIT ?", (*params, limit))
         return decoded(self.path, lambda: [attempt_of(r) for r in reversed(rows)])
 
     def run_counts(self) -> dict[str, int]:
@@ -161,6 +167,25 @@ class Reads:
         except sqlite3.Error as exc:
             raise failure(self.path, exc) from None
         return decoded(self.path, lambda: {r[0]: pause_of(r) for r in rows})
+
+    def backfills(self, *, going: bool) -> list[BackfillRow]:
+        """The backfills kept, oldest first (`going`: the running ones); none in a store
+        no daemon of this version opened yet."""
+        if not self._all("SELECT 1 FROM sqlite_master WHERE name = 'backfills'"):
+            return []
+        where = " WHERE state = 'running'" if going else ""
+        rows = self._all(BACKFILLS + where + " ORDER BY created")
+        return decoded(self.path, lambda: [backfill_of(r, _utc) for r in rows])
+
+
+BACKFILLS = (
+    "SELECT id, job, range_from, range_to, total, started, last_slot, next_slot, succeeded, "
+    "failed, state, created, ended, who FROM backfills"
+)
+
+
+def _utc(value: float) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
 
 
 def _where(job: str | None, only: Only) -> tuple[str, tuple[Any, ...]]:
@@ -215,6 +240,8 @@ class Reader(Reads):
         try:
             schema.check(db, self.path)
             db.execute("SELECT 1 FROM summary LIMIT 1").fetchall()
+            if not schema.has_kind(db):
+                self._attempts = _ATTEMPTS_BEFORE_KIND
         except BaseException:
             db.close()
             raise

@@ -75,9 +75,13 @@ class Runs(Writes):
         limits: Mapping[str, int] | None = None,
         *,
         chained: Sequence[tuple[str, str]] = (),
+        backfills: Mapping[str, str] | None = None,
     ) -> list[int]:
         """(`chained`: the chained starts among them, (job, parent's run id): their
-        records go in the same commit.)"""
+        records go in the same commit. `backfills`: the backfills' starts among them, run
+        id -> backfill id: marked `backfill`, and their backfills' progress moved in the
+        same commit.)"""
+        marked = backfills or {}
         with self._transaction() as db:
             move_cursors(db, [(job, slot) for job, _, slot in starts])
             if chained:
@@ -85,8 +89,15 @@ class Runs(Writes):
             if limits:
                 counted = [(job,) for job, _, _ in starts if job in limits]
                 db.executemany(_COUNT, counted)
+            if marked:
+                db.executemany(
+                    "UPDATE backfills SET started = started + 1, last_slot = ?1, next_slot = ?1 "
+                    "WHERE id = ?2",
+                    [(slot.timestamp(), marked[rid]) for _, rid, slot in starts if rid in marked],
+                )
             return [
-                _record_start(db, job, run_id, slot, 1, started) for job, run_id, slot in starts
+                _record_start(db, job, rid, slot, 1, started, "backfill" if rid in marked else None)
+                for job, rid, slot in starts
             ]
 
     def claim(
@@ -231,12 +242,25 @@ def move_cursors(db: sqlite3.Connection, cursors: Sequence[tuple[str, datetime]]
 
 
 def _record_start(  # noqa: PLR0917  (the row's columns, in order)
-    db: sqlite3.Connection, job: str, run_id: str, slot: datetime, attempt: int, started: datetime
+    db: sqlite3.Connection,
+    job: str,
+    run_id: str,
+    slot: datetime,
+    attempt: int,
+    started: datetime,
+    kind: str | None = None,
 ) -> int:
-    """An attempt's `started` row, and the job's summary showing it open."""
+    """An attempt's `started` row, and the job's summary showing it open. A later attempt
+    is of the same kind as its run's first."""
+    if attempt > 1 and kind is None:
+        first = db.execute(
+            "SELECT kind FROM attempts WHERE run_id = ? AND attempt = 1", (run_id,)
+        ).fetchone()
+        kind = None if first is None else first[0]
     row = db.execute(
-        "INSERT INTO attempts (run_id, job, slot, attempt, started) VALUES (?, ?, ?, ?, ?)",
-        (run_id, job, slot.timestamp(), attempt, started.timestamp()),
+        "INSERT INTO attempts (run_id, job, slot, attempt, started, kind) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (run_id, job, slot.timestamp(), attempt, started.timestamp(), kind),
     )
     assert row.lastrowid is not None
     db.execute(

@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 
 from crond.clock import FakeClock
+from crond.store import schema_pg
 from crond.store.postgres import PostgresStore
 from tests.daemon.test_replica_fake_clock import beats, replica
 from tests.store.test_pg_cluster import _old_schema
@@ -74,4 +75,5 @@ def test_a_schema_5_database_gains_the_column_and_the_follows(pg_url: str) -> No
     finally:
         store.close()
     with psycopg.connect(pg_url) as conn:
-        assert conn.execute("SELECT version FROM crond_schema").fetchall() == [(6,)]
+        version = conn.execute("SELECT version FROM crond_schema").fetchall()
+        assert version == [(schema_pg.SCHEMA_VERSION,)]
