@@ -19,7 +19,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -267,14 +267,15 @@ class ListOutbox:
         self.adds: list[int] = []  # the size of each add (one write each)
         self.done_ids: list[int] = []
 
-    async def add(self, items: Sequence[OutboxItem]) -> list[int] | None:
+    def add(self, items: Sequence[OutboxItem]) -> Awaitable[list[int] | None]:
+        """Written when called, as the SQLite store's are."""
         ids = []
         for item in items:
             self.items[self.next_id] = item
             ids.append(self.next_id)
             self.next_id += 1
         self.adds.append(len(items))
-        return ids
+        return _answer(ids)
 
     async def pending(self, limit: int) -> list[StoredItem]:
         return [StoredItem(i, item) for i, item in sorted(self.items.items())][:limit]
@@ -283,6 +284,10 @@ class ListOutbox:
         for i in ids:
             self.items.pop(i, None)
             self.done_ids.append(i)
+
+
+async def _answer(ids: list[int]) -> list[int] | None:
+    return ids
 
 
 class DictMemory:

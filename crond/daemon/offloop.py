@@ -8,7 +8,9 @@ without a deadline of its own, and never blocks:
 - `ask`: what the loop needs the answer of (a wake's claims, a trigger's, the cluster's
   poll and heartbeat, `crond ps`'s other runs, a pause kept for the cluster) is awaited,
   at most `QUICK` seconds; past it the call counts as failed (`database.unavailable`,
-  once an outage) and the call running is cut, so the thread is free again;
+  once an outage) and the call running is cut, so the thread is free again. `asked` is
+  the same with the call queued at once and only its answer awaited (the notifiers'
+  outbox: kept in the order things happened, even if the daemon is killed next);
 - `send`: a write whose answer the loop does not need (a run's end, the view, a mark,
   the checks) is queued, and what comes of it handled on the loop when it comes back;
 - `write`: the SQLite store's calls, done at once; with replicas nothing calls it any
@@ -26,7 +28,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
@@ -84,13 +86,23 @@ class OffLoop(StoreHealth):
     ) -> T | Failed:
         """`call`'s answer, or FAILED: no store, the database away and not tried now, or
         no answer within `deadline` (then the call is cut, the database unavailable)."""
+        return await self.asked(call, force=force, deadline=deadline)
+
+    def asked(
+        self, call: Callable[[Store], T], *, force: bool = False, deadline: float = QUICK
+    ) -> Awaitable[T | Failed]:
+        """`ask`, with the call made (without replicas) or queued on the store's thread
+        (with them) now, in order with the calls after it: only its answer is awaited."""
         if not self.off_loop:
-            return self.write(call, force=force)
+            return _answered(self.write(call, force=force))
         store = self._may(force)
         if store is None:
-            return FAILED
+            return _answered(FAILED)
         assert self.worker is not None
         answer = asyncio.wrap_future(self.worker.submit(lambda: call(store), deadline))
+        return self._answer(store, answer, deadline)
+
+    async def _answer(self, store: Store, answer: asyncio.Future[T], deadline: float) -> T | Failed:
         try:
             async with asyncio.timeout(deadline):
                 result = await answer
@@ -244,6 +256,11 @@ class OffLoop(StoreHealth):
             return
         for write in pending:
             self._write_end(write)
+
+
+async def _answered(result: T) -> T:
+    """An answer already had, to await."""
+    return result
 
 
 def _opening(

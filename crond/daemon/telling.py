@@ -14,7 +14,7 @@ docs/alerting.md is the user's side of this.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from structlog.typing import FilteringBoundLogger
@@ -25,7 +25,7 @@ from crond.config.loaded import LoadedConfig, LoadedJob, secret_names
 from crond.daemon.loop import Loop
 from crond.daemon.offloop import SLOW  # the start's reads: the loop is not yet scheduling
 from crond.daemon.recorder import StoreRecorder
-from crond.daemon.stores import FAILED
+from crond.daemon.stores import FAILED, Failed
 from crond.notify import command
 from crond.run import runner
 from crond.schedule.rules import Decision
@@ -183,9 +183,10 @@ class Telling:
 
     def ending(self, run: runner.Run, result: runner.RunResult, tail: Sequence[str]) -> None:
         """A run's last attempt ended (the recorder's `before_end`): its notifications and
-        pings are made and kept in the state store before the run's end is, so a crash
-        between the two can only repeat them (the run is then `lost` too), never lose
-        them. Without a store it is the same, minus the store."""
+        pings are made and written to the state store before the run's end is (with
+        replicas: queued on the store's thread before it, in order), so a crash between
+        the two can only repeat them (the run is then `lost` too), never lose them.
+        Without a store it is the same, minus the store."""
         if self.teller is None:
             return
         job = self.loop.core.schedule.entries.get(run.job)
@@ -221,10 +222,9 @@ class _StoreOutbox:
     def __init__(self, recorder: StoreRecorder) -> None:
         self.recorder = recorder
 
-    async def add(self, items: Sequence[OutboxItem]) -> list[int] | None:
+    def add(self, items: Sequence[OutboxItem]) -> Awaitable[list[int] | None]:
         rows = [OutboxRow(0, i.kind, i.notifier, i.job, i.event, i.body, i.created) for i in items]
-        ids = await self.recorder.ask(lambda store: store.outbox_add(rows))
-        return None if ids is FAILED else ids
+        return _ids(self.recorder.asked(lambda store: store.outbox_add(rows)))
 
     async def pending(self, limit: int) -> list[StoredItem]:
         from crond.notify.outbox import OutboxItem, StoredItem  # noqa: PLC0415
@@ -242,6 +242,11 @@ class _StoreOutbox:
     def done(self, ids: Sequence[int]) -> None:
         done = list(ids)
         self.recorder.send(lambda store: store.outbox_done(done))
+
+
+async def _ids(written: Awaitable[list[int] | Failed]) -> list[int] | None:
+    ids = await written
+    return None if ids is FAILED else ids
 
 
 def _kind(text: str) -> Literal["notify", "ping"]:

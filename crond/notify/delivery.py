@@ -118,13 +118,17 @@ class Delivery:
             self.report.bug(exc)
 
     def keep(self) -> None:
-        """Have what was put written to the outbox at once, rather than at the task's
-        next timed pass: the daemon calls this after each run's notifications, so a crash
-        right after a run ends (the log already says so) loses none of them. The write is
-        the task's, at the loop's next turn: with replicas it is a database call, awaited
-        off the loop (never one the loop waits on). Never raises."""
+        """Have what was put written to the outbox now, rather than at the task's next
+        pass: the daemon calls this after each run's notifications, so a kill right after
+        a run ends (the log already says so) loses none of them. Without replicas the
+        write is made here (a local file); with them it is queued on the store's thread,
+        in order, and its answer awaited by the task (never by the loop). Never raises."""
         if not self._waker.running or self._closing or not self.intake.new:
             return  # before run(): its restore must come first; closing: the task has it
+        try:
+            self.intake.send()
+        except Exception as exc:  # noqa: BLE001  (telling must never stop scheduling)
+            self.report.bug(exc)
         self._waker.set()
 
     async def run(self) -> None:

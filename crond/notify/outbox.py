@@ -9,7 +9,7 @@ telling: the item is tried anyway, it is only not kept across a restart).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
@@ -37,12 +37,15 @@ class StoredItem(NamedTuple):
 
 
 class Outbox(Protocol):
-    """Where notifications wait until delivered. No method raises. `add` and `pending`
-    are awaited by the delivery task: with replicas they are database calls made off the
-    event loop (docs/design.md, "The store off the loop"), never one the loop waits on."""
+    """Where notifications wait until delivered. No method raises. What `add` returns and
+    `pending` are awaited by the delivery task: with replicas they are database calls
+    made off the event loop (docs/design.md, "The store off the loop"), never one the
+    loop waits on."""
 
-    async def add(self, items: Sequence[OutboxItem]) -> list[int] | None:
-        """Keep `items` (in one write); their ids in order, or None when the store failed."""
+    def add(self, items: Sequence[OutboxItem]) -> Awaitable[list[int] | None]:
+        """Keep `items` (in one write), made when called (a local file) or queued then,
+        in order with the store's later writes (a database): a kill right after loses
+        nothing already said. Awaited: their ids in order, or None when it failed."""
         ...
 
     async def pending(self, limit: int) -> list[StoredItem]:

@@ -569,6 +569,31 @@ def test_the_outbox_keeps_an_item_until_it_is_delivered() -> None:
     go(main)
 
 
+def test_keep_writes_what_was_put_before_the_loop_turns_again() -> None:
+    # A kill right after a run's end is logged must not lose its notification: keep()
+    # writes at once (the SQLite store's way), not at the task's next pass.
+    async def main() -> None:
+        events, outbox = Events(), ListOutbox()
+        with NotifyServer(up=False) as server:
+            hook = notifier("hook", "webhook", f"{server.url}/hook")
+            async with delivering({"hook": hook}, events=events, outbox=outbox, **QUICK) as d:
+                d.put(item(n=0))
+                deadline = time.monotonic() + 5
+                while not outbox.adds and time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)  # the task runs: its pass kept the first
+                d.put(item(n=1))
+                d.put(item(n=2))
+                d.keep()
+                assert outbox.adds == [1, 2]  # no turn of the loop in between
+                assert len(outbox.items) == 3
+                server.up()
+                await events.wait("notify.sent", 3)
+            texts = sorted(r.json()["text"] for r in server.requests())
+        assert texts == ["backup failed #0", "backup failed #1", "backup failed #2"]
+
+    go(main)
+
+
 def test_a_new_delivery_sends_what_a_previous_one_left() -> None:
     async def main() -> None:
         events, outbox = Events(), ListOutbox()
