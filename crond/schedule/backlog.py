@@ -9,7 +9,8 @@ The rules `Backlog` keeps (crond/schedule/proposal.py asks it at every wake):
 - Each waits at most until its deadline: `overlap: queue`, its slot + the job's `grace`
   (as the daemon's queue); a catch-up slot, its slot + `catchup_window`. Past it, it is
   missed (`job.missed`, reason `queue`, or `grace` for a catch-up slot).
-- A slot of a job removed since is dropped; of a job paused since, passed over.
+- A slot of a job removed since is dropped; of a job paused since, passed over; of a job
+  changed since (a reload), started as the job now is.
 """
 
 from __future__ import annotations
@@ -109,5 +110,5 @@ class Backlog:
         return starts, missed
 
     def drop(self, name: str) -> list[datetime]:
-        """Forget `name`'s waiting slots (the job was removed or changed)."""
+        """Forget `name`'s waiting slots (the job was removed)."""
         return [slot for slot, _, _ in self._waiting.pop(name, ())]

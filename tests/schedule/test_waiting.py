@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from crond.config import loader
 from crond.schedule.actions import Queued, Start, Tell
 from crond.schedule.core import Core
 from tests.schedule.shell import T0, Shell, at, render
@@ -110,3 +111,30 @@ def test_a_new_fire_during_a_catch_up_waits_behind_it() -> None:
         shell.end("h")
         shell.wake(shell.now + timedelta(seconds=1))
     assert [r.slot for r in shell.started] == [at(3600), at(7200), at(10800)]
+
+
+def _reloaded(shell: Shell, text: str) -> None:
+    shell.jobs = dict(loader.loads(text).jobs)
+    shell.core.load(shell.jobs, shell.now, None)
+
+
+def test_a_reload_that_changes_a_catching_up_job_keeps_its_waiting_slots() -> None:
+    # Fixing a job's command while it catches up must not lose the slots still to run.
+    shell = _restarted(HOURLY_ALL, 0, 3.5)
+    shell.wake(at(3.5 * 3600))  # 13:00 starts, 14:00 and 15:00 wait
+    _reloaded(shell, HOURLY_ALL.replace("command: x", "command: y"))
+    assert shell.core.backlog.slots("h") == [at(7200), at(10800)]
+    for _ in range(2):
+        shell.end("h")
+        (start,) = [a for a in shell.wake(shell.now + timedelta(seconds=1)) if isinstance(a, Start)]
+        assert start.job.settings.command == "y"  # the file's job now
+    assert [r.slot for r in shell.started] == [at(3600), at(7200), at(10800)]
+
+
+def test_a_reload_that_removes_a_catching_up_job_drops_its_waiting_slots() -> None:
+    shell = _restarted(HOURLY_ALL, 0, 3.5)
+    shell.wake(at(3.5 * 3600))
+    _reloaded(shell, "jobs:\n  other: {cron: '0 0 1 1 *', command: x}\n")
+    shell.end("h")
+    assert _lines(shell.wake(shell.now + timedelta(seconds=1))) == []
+    assert not shell.core.backlog
