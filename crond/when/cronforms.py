@@ -229,13 +229,14 @@ def _dom_misfit(item: str, low: str) -> str:
     digits = "".join(c for c in low if c.isdigit())
     if low.startswith("w") and digits:
         return f'"{item}" is not a day-of-month form; did you mean {digits}W?'
+    last = "L" if int(digits or 1) == 0 else f"L-{digits}"  # L-0 is L itself
     if low.startswith("l") and digits and "w" not in low:
-        return f'"{item}" is not a day-of-month form; did you mean L-{digits}?'
+        return f'"{item}" is not a day-of-month form; did you mean {last}?'
     if low.endswith("l") and digits:
         if int(digits) > 7:  # no weekday has that number: nL takes 0-7
-            return f'"{item}" is not a day-of-month form; did you mean L-{digits}?'
+            return f'"{item}" is not a day-of-month form; did you mean {last}?'
         return (
-            f'"{item}" is not a day-of-month form; did you mean L-{digits} (in day-of-month) '
+            f'"{item}" is not a day-of-month form; did you mean {last} (in day-of-month) '
             f"or {digits}L, the month's last {_WEEKDAY_NAMES[int(digits) % 7]} (in day-of-week)?"
         )
     return (

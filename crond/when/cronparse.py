@@ -27,6 +27,7 @@ FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 # A bare `H` picks within these: every month has days 1-28, and 7 is Sunday again.
 _H_RANGES = ((0, 59), (0, 23), (1, 28), (1, 12), (0, 6))
+_HASHED = re.compile(r"[Hh](\(|/|$)")  # an H item: H, H(a-b), H/n
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _NAMES: tuple[dict[str, int], ...] = (
@@ -191,9 +192,8 @@ def _special(index: int, item: str, seed: str) -> tuple[cronforms.Hashed | None,
         except CronError as exc:  # "minute field: ..." without the field, which _error adds
             low, high = _RANGES[index]
             said = str(exc).partition(": ")[2]
-            raise FormError(
-                item, f'{said} in "{item}"; H(a-b) picks within the field ({low}-{high})'
-            ) from None
+            hint = f"; H(a-b) picks within the field ({low}-{high})" if _HASHED.match(item) else ""
+            raise FormError(item, f'{said} in "{item}"{hint}') from None
 
     got = cronforms.hashed(index, item, seed, _H_RANGES[index], value_of)
     if got is not None or index not in (2, 4):

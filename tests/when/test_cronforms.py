@@ -197,6 +197,12 @@ ERRORS = [
     ("0 0 7L * *", "day-of-month", "7L",
      '"7L" is not a day-of-month form; did you mean L-7 (in day-of-month) or 7L, the '
      "month's last Sunday (in day-of-week)?"),
+    ("0 0 0L * *", "day-of-month", "0L",  # L-0 is L itself: say L
+     '"0L" is not a day-of-month form; did you mean L (in day-of-month) or 0L, the '
+     "month's last Sunday (in day-of-week)?"),
+    ("0 0 L0 * *", "day-of-month", "L0", '"L0" is not a day-of-month form; did you mean L?'),
+    ("0 0 * * x#1", "day-of-week", "x#1",  # no H here: no word of H
+     '"x" is not a weekday (mon..sun, 0-7) in "x#1"'),
     ("0 0 8L * *", "day-of-month", "8L",  # no weekday 8: no nL to suggest
      '"8L" is not a day-of-month form; did you mean L-8?'),
     ("0 0 LW5 * *", "day-of-month", "LW5",
