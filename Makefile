@@ -58,8 +58,15 @@ run-tests: $(STAMP)
 # `make mutate`: mutation testing of crond.when's pure core with mutmut, in a scratch copy
 # of the checkout (tests/mutate.py; MODULES=plan limits it to some modules). Minutes, not
 # seconds: not part of `make test` nor CI. tests/MUTANTS.md lists the equivalent survivors.
-mutate: $(STAMP)
+# mutmut is an extra of its own (pyproject.toml), installed here only.
+mutate: $(VENV)/.mutate-installed
 	$(BIN)/python tests/mutate.py $(if $(MODULES),--only $(MODULES))
+
+$(VENV)/.mutate-installed: $(STAMP)
+	@echo "installing mutmut into $(VENV) (log: $(VENV)/install.log)"
+	@$(BIN)/python -m pip install -e '.[dev,mutate]' >> $(VENV)/install.log 2>&1 \
+	 || { tail -n 40 $(VENV)/install.log; exit 1; }
+	@touch $@
 
 # `make bench`: every bench/bench_*.py, under 15 minutes (bench/README.md); with
 # CROND_BENCH_QUICK=1, a short look. `make bench-peers`: installs cron, yacron and

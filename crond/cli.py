@@ -18,18 +18,18 @@ from crond import __version__
 from crond import cliparams as params
 from crond.clifile import exit_with, liveness_file_of, load, load_or_exit, reader_for
 from crond.clock import SystemClock
-from crond.daemon import liveness
-from crond.store.base import Reader, StateError
 
 if TYPE_CHECKING:
     from crond import logs
     from crond.config.loaded import LoadedConfig
+    from crond.store.base import Reader
 
 # Modules are imported by the commands that use them: the daemon's (structlog, the
 # runner, the loop) cost `crond validate` ~60 ms, and `config` (pydantic, ~0.2 s) is not
 # needed by `crond status` when the running daemon has loaded the same file, nor by
-# `crond health`.
+# `crond health`. Nor are the store's rows (~10 ms) by `crond --version`.
 _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")  # == logs.LEVELS (tested)
+_LIVENESS_PATH = "/run/crond/liveness.json"  # == daemon.liveness.DEFAULT_PATH (tested)
 
 # At exit the interpreter collects and frees everything the collector tracks, pydantic's
 # and click's modules included. Frozen objects it leaves to the end of the process,
@@ -38,36 +38,42 @@ _LOG_LEVELS = ("debug", "info", "warning", "error", "critical")  # == logs.LEVEL
 atexit.register(gc.freeze)
 
 
+# The commands kept in modules of their own, by name: a command named on the command line
+# imports its module alone (`crond ps` has no use for `crond notify`'s asyncio, ~50 ms).
+# tests/test_cli_commands.py checks this against each module's COMMANDS.
+_ELSEWHERE = {
+    **dict.fromkeys(("ps", "trigger", "kill", "pause", "resume", "reload"), "control.commands"),
+    "backfill": "cli_backfill",
+    "next": "cli_next",
+    "notify": "cli_notify",
+    **dict.fromkeys(("history", "output", "replicas"), "cli_state"),
+    "web": "cli_web",
+}
+
+
 class _Group(click.Group):
-    """Adds the commands that steer the running daemon (crond/control/commands.py) when
-    one is asked for or the list is (`--help`, completion): `crond --version` and the
-    commands here import nothing of theirs. The list is click's, sorted by name."""
+    """Adds the commands kept in their own modules (`_ELSEWHERE`: those that steer the
+    running daemon, crond/control/commands.py; `notify`; `history`, `output`, `replicas`;
+    `backfill`; `next`; `web`) when one is asked for, or all when the list is (`--help`,
+    completion) or the name is unknown: `crond --version` and the commands here import
+    nothing of theirs. The list is click's, sorted by name."""
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:
-            self._add_control()
+            module = _ELSEWHERE.get(cmd_name)
+            self._add(*([module] if module else sorted(set(_ELSEWHERE.values()))))
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        self._add_control()
+        self._add(*sorted(set(_ELSEWHERE.values())))
         return super().list_commands(ctx)
 
-    def _add_control(self) -> None:
-        from crond.control import commands  # noqa: PLC0415  (the point: see the docstring)
-
-        for command in commands.COMMANDS:
-            self.add_command(command)
-        _add_more(self)
-
-
-def _add_more(group: click.Group) -> None:
-    """The commands kept in their own modules (`notify`; `history`, `output`,
-    `replicas`; `backfill`; `next`; `web`), added as the control ones are."""
-    from crond import cli_backfill, cli_next, cli_notify, cli_state, cli_web  # noqa: PLC0415
-
-    for module in (cli_backfill, cli_next, cli_notify, cli_state, cli_web):
-        for command in module.COMMANDS:
-            group.add_command(command)
+    def _add(self, *modules: str) -> None:
+        for name in modules:
+            # (An import statement's way, not importlib's: `-X importtime` lists it.)
+            module = __import__(f"crond.{name}", fromlist=["COMMANDS"])
+            for command in module.COMMANDS:
+                self.add_command(command)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -218,7 +224,7 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
     "--liveness-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help=f"The liveness file (default: FILE's daemon.liveness_file, else {liveness.DEFAULT_PATH}).",
+    help=f"The liveness file (default: FILE's daemon.liveness_file, else {_LIVENESS_PATH}).",
 )
 @click.option(
     "--max-age",
@@ -228,6 +234,8 @@ def run_job(file: Path, name: str, log_format: logs.LogFormat | None) -> None:
 )
 def health(file: Path | None, liveness_file: Path | None, max_age: timedelta | None) -> None:
     """Exit 0 when the liveness file of FILE's daemon is there and fresh, 1 otherwise."""
+    from crond.daemon import liveness  # noqa: PLC0415  (see the imports above)
+
     path = liveness_file or liveness_file_of(file, liveness.DEFAULT_PATH)
     result = liveness.check(path, SystemClock().now(), max_age)
     click.echo(result.message, err=not result.ok)
@@ -236,6 +244,8 @@ def health(file: Path | None, liveness_file: Path | None, max_age: timedelta | N
 
 def _open_reader(cfg: LoadedConfig, flag: str | None) -> tuple[Reader | None, str | None]:
     """The store read-only, or None and why not (said on stderr by the caller)."""
+    from crond.store.base import StateError  # noqa: PLC0415  (see the imports above)
+
     try:
         return reader_for(cfg, flag), None
     except StateError as exc:
@@ -249,6 +259,7 @@ def _open_reader(cfg: LoadedConfig, flag: str | None) -> tuple[Reader | None, st
 def status(file: Path, state_dir: str | None, as_json: bool) -> None:
     """Each job of FILE: schedule, last run, last success, next fire, running now."""
     from crond import status as view  # noqa: PLC0415  (see the imports above)
+    from crond.store.base import StateError  # noqa: PLC0415
 
     now = SystemClock().now()
     quick = view.quick(file, state_dir, now, as_json=as_json)

@@ -24,11 +24,15 @@ It takes long: about 15 minutes on two cores for the modules before the calendar
 `--max-children 1` on two cores shared with other test runs (about 10 mutants a
 minute, plus some 10 minutes of mutmut's own full runs of the tests first). Not part
 of `make test` nor CI.
+
+mutmut is the `mutate` extra of pyproject.toml, not a dev tool: `make mutate` installs it
+(`pip install -e '.[dev,mutate]'`) before it runs this; `make test` does not.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -63,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir(), "crond-mutate"))
     parser.add_argument("--max-children", type=int, default=None)
     args = parser.parse_args(argv)
+    if importlib.util.find_spec("mutmut") is None:
+        print("mutmut is not installed: `make mutate` installs it (pyproject.toml's `mutate`)")
+        return 1
     work: Path = args.dir
     _copy_checkout(work)
     names = [f"crond.{_package(module)}.{module}.*" for module in args.only]

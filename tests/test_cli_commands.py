@@ -43,6 +43,39 @@ def test_naming_a_control_command_imports_its_module() -> None:
     assert "crond.control.commands" in _imported("ps", "--help")
 
 
+# What the daemon needs and a command that only talks to it, or only looks, does not:
+# each costs every start of `crond ps` (the tests start it hundreds of times).
+HEAVY = ("asyncio", "pydantic", "structlog", "crond.schedule", "crond.daemon.loop")
+
+
+def test_version_and_the_control_commands_import_none_of_the_daemons_machinery() -> None:
+    for args in (["--version"], *([name, "--help"] for name in sorted(CONTROL))):
+        loaded = _imported(*args)
+        assert "crond.cli" in loaded, args
+        assert not {m for m in loaded if m.split(".")[0] in HEAVY or m in HEAVY}, args
+        others = {"crond.cli_notify", "crond.cli_state", "crond.cli_web", "crond.cli_next"}
+        assert not loaded & others, args  # only the module of the command named
+
+
+def test_each_module_of_commands_is_named_for_its_commands() -> None:
+    # cli.py names, without importing them, the modules that hold the other commands.
+    import importlib  # noqa: PLC0415
+
+    from crond import cli  # noqa: PLC0415
+
+    for module in set(cli._ELSEWHERE.values()):
+        for command in importlib.import_module(f"crond.{module}").COMMANDS:
+            assert cli._ELSEWHERE[command.name] == module, command.name
+
+
+def test_health_names_the_daemons_default_liveness_file() -> None:
+    # cli.py names it itself, so that `crond --version` does not import the daemon's side.
+    from crond import cli  # noqa: PLC0415
+    from crond.daemon import liveness  # noqa: PLC0415
+
+    assert cli._LIVENESS_PATH == liveness.DEFAULT_PATH
+
+
 def test_help_lists_every_command_by_name() -> None:
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0

@@ -330,7 +330,8 @@ async def test_a_month_of_downtime_gives_one_catch_up_run() -> None:
     give one run, of April 1st 06:00. Slots older than the 1d window are neither run nor
     counted: `skipped` is 0."""
     restart = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
-    async with harness(CATCHUP, start=restart, resume={"r": T0}) as h:
+    # An hour's heartbeat: the day's 8,640 wakes of a 10 s one check nothing here.
+    async with harness(CATCHUP, start=restart, resume={"r": T0}, heartbeat=3600) as h:
         await h.run_until(restart + timedelta(hours=1))
         assert h.starts() == [datetime(2026, 4, 1, 6, 0, tzinfo=UTC)]
         assert h.events.named("job.caught_up") == [
@@ -422,7 +423,9 @@ async def test_a_stall_beyond_grace_is_caught_up_once() -> None:
 
 async def test_start_soon_runs_a_job_once_outside_its_schedule() -> None:
     text = "jobs:\n  b: {cron: '@reboot', command: x}\n"
-    async with harness(text) as h:
+    # An hour's heartbeat: the 10 s one woke the loop 17,280 times over the two days
+    # (1 to 4 s of CPU), and the job's schedule never wakes it: nothing more is checked.
+    async with harness(text, heartbeat=3600) as h:
         h.loop.start_soon(jobs(text)["b"], T0)
         await h.run_until(T0 + timedelta(days=2))
         assert h.starts() == [T0]  # and never again by schedule
