@@ -1,11 +1,13 @@
 """Schedules as a person writes them, with the real binary (docs/schedules.md): `max_runs`
 kept across a restart (kill -9 included), an `at`-only job done and `status` saying so,
-`validate` and `next` on a file with a `cron` list, `at` and bounds."""
+`validate` and `next` on a file with a `cron` list, `at` and bounds, `catchup: all` after
+three hours down."""
 
 from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -187,3 +189,43 @@ def test_overlap_queue_under_a_job_that_runs_two_and_a_half_intervals(
     assert (iso(2), "overlap") in skipped  # one waited already
     order = [e["event"] for e in daemon.events if e["event"] in {"job.started", "job.finished"}]
     assert "job.started,job.started" not in ",".join(order)  # never two at once
+
+
+def test_catchup_all_after_three_hours_down_runs_each_hour_oldest_first(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    # Three hours down, made real in the store: the cursor the daemon kept moved back to
+    # the whole hour three hours ago (an hourly job's slots since: three).
+    state, out = tmp_path / "state", tmp_path / "slots"
+    f = _write(
+        tmp_path / "s.yaml",
+        f"""\
+        jobs:
+          hourly:
+            cron: "0 * * * *"
+            catchup: all
+            command: 'echo "$CROND_SLOT" >> {out}; sleep 0.3'
+        """,
+    )
+    first = Crond([str(f), "--state-dir", str(state)])
+    crond.append(first)
+    first.wait_for("daemon.started")
+    assert first.stop() == 0
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    with sqlite3.connect(state / "crond.sqlite3") as db:
+        db.execute("INSERT OR REPLACE INTO cursors VALUES ('hourly', ?)",
+                   ((hour - timedelta(hours=3)).timestamp(),))  # fmt: skip
+
+    second = Crond([str(f), "--state-dir", str(state)])
+    crond.append(second)
+    caught = second.wait_for("job.caught_up", lambda e: e["job"] == "hourly")
+    for _ in range(3):
+        second.wait_for("job.finished", lambda e: e["job"] == "hourly")
+    assert second.stop() == 0
+    expected = [(hour - timedelta(hours=h)).strftime("%Y-%m-%dT%H:%M:%SZ") for h in (2, 1, 0)]
+    assert caught["slots"] == 3
+    assert out.read_text().split()[:3] == expected  # oldest first, once each
+    spans = [(e["slot"], e["timestamp"]) for e in second.named("job.started")][:3]
+    ends = [e["timestamp"] for e in second.named("job.finished")][:3]
+    assert [slot for slot, _ in spans] == expected
+    assert all(end <= nxt for end, (_, nxt) in zip(ends, spans[1:], strict=False))  # one at a time
