@@ -82,8 +82,7 @@ class Core:
         scheduled runs each job has had (`max_runs`), as the store counted them."""
         self.chains.load(jobs)
         diff = self.schedule.load(jobs, now, resume, runs)
-        # A changed job's waiting slots stay: they start with the job as the file now
-        # says (a command fixed while a job catches up loses none); a removed job's go.
+        # A changed job's waiting slots stay (started as it now is); a removed job's go.
         for name in diff.removed:
             self.backlog.drop(name)
         return diff

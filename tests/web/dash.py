@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -163,3 +164,46 @@ def site(file: Path, failing: str) -> Iterator[tuple[Dash, Crond]]:
         if dash is not None:
             dash.stop()
         started.kill()
+
+
+@dataclass
+class Replicas:
+    """Two replicas of one file on PostgreSQL and a `crond web` beside r1: `gated` prints
+    "first", waits for `go`, prints "second"; r2's socket is `r2_socket`."""
+
+    file: Path
+    go: Path
+    r2_socket: Path
+    replicas: list[Crond]
+    dash: Dash
+
+
+@contextlib.contextmanager
+def two_replicas(pg_url: str, directory: Path) -> Iterator[Replicas]:
+    go = directory / "go"
+    file = directory / "schedules.yaml"
+    file.write_text(
+        f"daemon:\n  database: {pg_url}\n  state_dir: {directory / 'state-r1'}\n"
+        "  heartbeat: 1s\n  replica_timeout: 3s\n"
+        f"web:\n  users: {users_file(directory)}\n  operators: [alice]\n"
+        "jobs:\n  gated:\n    cron: '0 0 1 1 *'\n"
+        f'    command: "echo first; while [ ! -e {go} ]; do sleep 0.05; done; echo second"\n'
+    )
+    r2_state = directory / "state-r2"
+    r2_state.mkdir()
+    replicas = [
+        Crond([str(file), "--replica", "r1"]),
+        Crond([str(file), "--replica", "r2", "--state-dir", str(r2_state)]),
+    ]
+    dash = None
+    try:
+        dash = Dash(file)  # starts while the replicas do
+        for replica in replicas:
+            replica.wait_for("control.listening")
+        yield Replicas(file, go, r2_state / "crond.sock", replicas, dash)
+    finally:
+        go.touch()  # a gated run left waiting ends
+        if dash is not None:
+            dash.stop()
+        for replica in replicas:
+            replica.kill()

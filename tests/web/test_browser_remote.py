@@ -12,8 +12,8 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.e2e.harness import Crond, run_cli
-from tests.web.dash import Dash, as_user, users_file
+from tests.e2e.harness import run_cli
+from tests.web.dash import as_user, two_replicas
 from tests.web.test_browser import wait
 
 pytestmark = pytest.mark.xdist_group("web-browser")
@@ -22,27 +22,9 @@ pytestmark = pytest.mark.xdist_group("web-browser")
 def test_a_run_on_another_replica_is_watched_live_in_the_browser(
     driver: WebDriver, pg_url: str, tmp_path: Path
 ) -> None:
-    go = tmp_path / "go"
-    file = tmp_path / "schedules.yaml"
-    file.write_text(
-        f"daemon:\n  database: {pg_url}\n  state_dir: {tmp_path / 'state-r1'}\n"
-        "  heartbeat: 1s\n  replica_timeout: 3s\n"
-        f"web:\n  users: {users_file(tmp_path)}\n  operators: [alice]\n"
-        "jobs:\n  gated:\n    cron: '0 0 1 1 *'\n"
-        f'    command: "echo first; while [ ! -e {go} ]; do sleep 0.05; done; echo second"\n'
-    )
-    r2_state = tmp_path / "state-r2"
-    r2_state.mkdir()
-    replicas = [
-        Crond([str(file), "--replica", "r1"]),
-        Crond([str(file), "--replica", "r2", "--state-dir", str(r2_state)]),
-    ]
-    dash = None
-    try:
-        dash = Dash(file)
-        for replica in replicas:
-            replica.wait_for("control.listening")
-        done = run_cli("trigger", str(file), "gated", "--socket", str(r2_state / "crond.sock"))
+    with two_replicas(pg_url, tmp_path) as pair:
+        file, go, dash = pair.file, pair.go, pair.dash
+        done = run_cli("trigger", str(file), "gated", "--socket", str(pair.r2_socket))
         assert done.returncode == 0, done.stderr
         run_id = done.stdout.strip()
         as_user(driver, "bob")  # watching is looking: a viewer may
@@ -57,9 +39,3 @@ def test_a_run_on_another_replica_is_watched_live_in_the_browser(
         wait(driver).until(lambda d: d.find_element(By.ID, "status").get_attribute("data-outcome"))
         assert driver.find_element(By.ID, "output").text.splitlines() == ["first", "second"]
         assert driver.find_element(By.ID, "status").get_attribute("data-outcome") == "success"
-    finally:
-        go.touch()
-        if dash is not None:
-            dash.stop()
-        for replica in replicas:
-            replica.kill()

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import psycopg
 
-from tests.e2e.harness import Crond, run_cli
-from tests.web.dash import Dash, basic, users_file
+from tests.e2e.harness import run_cli
+from tests.web.dash import basic, two_replicas
 
 
 def _events(stream: Iterator[str]) -> Iterator[tuple[str, str]]:
@@ -50,27 +50,9 @@ def _watch(url: str, auth: dict[str, str], go: Path) -> tuple[list[str], dict[st
 def test_a_run_on_another_replica_is_watched_through_the_database(
     pg_url: str, tmp_path: Path
 ) -> None:
-    go = tmp_path / "go"
-    file = tmp_path / "schedules.yaml"
-    file.write_text(
-        f"daemon:\n  database: {pg_url}\n  state_dir: {tmp_path / 'state-r1'}\n"
-        "  heartbeat: 1s\n  replica_timeout: 3s\n"
-        f"web:\n  users: {users_file(tmp_path)}\n  operators: [alice]\n"
-        "jobs:\n  gated:\n    cron: '0 0 1 1 *'\n"
-        f'    command: "echo first; while [ ! -e {go} ]; do sleep 0.05; done; echo second"\n'
-    )
-    r2_state = tmp_path / "state-r2"
-    r2_state.mkdir()
-    replicas = [
-        Crond([str(file), "--replica", "r1"]),
-        Crond([str(file), "--replica", "r2", "--state-dir", str(r2_state)]),
-    ]
-    dash = None
-    try:
-        dash = Dash(file)  # starts while the replicas do
-        for replica in replicas:
-            replica.wait_for("control.listening")
-        done = run_cli("trigger", str(file), "gated", "--socket", str(r2_state / "crond.sock"))
+    with two_replicas(pg_url, tmp_path) as pair:
+        file, go, dash, replicas = pair.file, pair.go, pair.dash, pair.replicas
+        done = run_cli("trigger", str(file), "gated", "--socket", str(pair.r2_socket))
         assert done.returncode == 0, done.stderr
         run_id = done.stdout.strip()
         with psycopg.connect(pg_url) as conn:  # nobody watches: nothing asked of r2
@@ -95,7 +77,7 @@ def test_a_run_on_another_replica_is_watched_through_the_database(
         # the database alone.
         replicas[0].kill()
         go.unlink()
-        done = run_cli("trigger", str(file), "gated", "--socket", str(r2_state / "crond.sock"))
+        done = run_cli("trigger", str(file), "gated", "--socket", str(pair.r2_socket))
         second = done.stdout.strip()
         now = httpx.get(dash.url + "/now", headers=auth, timeout=10).text
         assert re.search(rf">{second}</a>.*?<td>r2</td>", now, re.S), now
@@ -104,9 +86,3 @@ def test_a_run_on_another_replica_is_watched_through_the_database(
         assert found is not None, page.text
         lines, end = _watch(dash.url + found.group(1), auth, go)
         assert (lines, end["result"]["outcome"]) == (["first", "second"], "success")
-    finally:
-        go.touch()
-        if dash is not None:
-            dash.stop()
-        for replica in replicas:
-            replica.kill()
