@@ -79,10 +79,10 @@ class Core:
         runs: Mapping[str, int] | None = None,
     ) -> ConfigDiff:
         """Swap in a new set of jobs (`Schedule.load`) and their chains; `runs`: the
-        scheduled runs each job has had (`max_runs`), as the store counted them."""
+        scheduled runs each job has had (`max_runs`), as the store counted them. A
+        changed job's waiting slots stay (started as it now is); a removed job's go."""
         self.chains.load(jobs)
         diff = self.schedule.load(jobs, now, resume, runs)
-        # A changed job's waiting slots stay (started as it now is); a removed job's go.
         for name in diff.removed:
             self.backlog.drop(name)
         return diff
