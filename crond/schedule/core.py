@@ -78,9 +78,8 @@ class Core:
         resume: Mapping[str, datetime] | None,
         runs: Mapping[str, int] | None = None,
     ) -> ConfigDiff:
-        """Swap in a new set of jobs (`Schedule.load`) and their chains; `runs`: the
-        scheduled runs each job has had (`max_runs`), as the store counted them. A
-        changed job's waiting slots stay (started as it now is); a removed job's go."""
+        """Swap in jobs (`Schedule.load`) and chains; `runs`: each job's scheduled runs as
+        counted (`max_runs`). A changed job's waiting slots stay; a removed job's go."""
         self.chains.load(jobs)
         diff = self.schedule.load(jobs, now, resume, runs)
         for name in diff.removed:
