@@ -81,17 +81,12 @@ class OffLoop(StoreHealth):
             self._retry_at = now + self._backoff  # this one is the backoff's try
         return self.store
 
-    async def ask(
-        self, call: Callable[[Store], T], *, force: bool = False, deadline: float = QUICK
-    ) -> T | Failed:
-        """`call`'s answer, or FAILED: no store, the database away and not tried now, or
-        no answer within `deadline` (then the call is cut, the database unavailable)."""
-        return await self.asked(call, force=force, deadline=deadline)
-
     def asked(
         self, call: Callable[[Store], T], *, force: bool = False, deadline: float = QUICK
     ) -> Awaitable[T | Failed]:
-        """`ask`, with the call made (without replicas) or queued on the store's thread
+        """`call`'s answer, to await, or FAILED: no store, the database away and not tried
+        now, or no answer within `deadline` (then the call is cut, the database
+        unavailable). The call is made (without replicas) or queued on the store's thread
         (with them) now, in order with the calls after it: only its answer is awaited."""
         if not self.off_loop:
             return _answered(self.write(call, force=force))
@@ -101,6 +96,8 @@ class OffLoop(StoreHealth):
         assert self.worker is not None
         answer = asyncio.wrap_future(self.worker.submit(lambda: call(store), deadline))
         return self._answer(store, answer, deadline)
+
+    ask = asked  # the same: a caller that awaits at once
 
     async def _answer(self, store: Store, answer: asyncio.Future[T], deadline: float) -> T | Failed:
         try:

@@ -118,11 +118,9 @@ class Delivery:
             self.report.bug(exc)
 
     def keep(self) -> None:
-        """Have what was put written to the outbox now, rather than at the task's next
-        pass: the daemon calls this after each run's notifications, so a kill right after
-        a run ends (the log already says so) loses none of them. Without replicas the
-        write is made here (a local file); with them it is queued on the store's thread,
-        in order, and its answer awaited by the task (never by the loop). Never raises."""
+        """Have what was put written to the outbox now (after a run's notifications: a
+        kill right after its end loses none), not at the task's next pass (intake.py's
+        `send`: the task, never the loop, awaits the answer). Never raises."""
         if not self._waker.running or self._closing or not self.intake.new:
             return  # before run(): its restore must come first; closing: the task has it
         try:
