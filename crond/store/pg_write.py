@@ -2,7 +2,7 @@
 cursors, and the runs a replica's previous process left open (`Runs`); a wake's starts
 with their slots' claims (`Claiming`). Each is one transaction; the claims are the whole
 guard against a slot run twice (crond/store/postgres.py says how, docs/state.md what
-users get).
+users get). Runs claimed and never started are taken back by pg_abandon.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import psycopg
 from crond.clock import iso_utc
 from crond.store.base import BUSY, DONE, AttemptRow, Claim, Claimed, Start
 from crond.store.pg_cluster import CLOSE_LOST
-from crond.store.pg_conn import ATTEMPTS, Connection, attempt_of, utc
+from crond.store.pg_conn import Connection, attempt_of, utc
 
 # A slot's claims are exclusive whatever each replica's file says of the job (a rolling
 # change of `replicas`): a `one` claim is the slot's row of copy "", which any claim of the
@@ -206,41 +206,6 @@ class Runs(Connection):
             rows = cur.fetchall()
             self._summaries_lost(cur, rows, now)
         return self._decoded(lambda: sorted(map(attempt_of, rows), key=lambda r: r.id))
-
-    def abandon(self, run_ids: Sequence[str]) -> int:
-        with self._transaction() as cur:
-            cur.execute(
-                "DELETE FROM crond_attempts WHERE cluster = %s AND replica = %s "
-                "AND finished IS NULL AND run_id = ANY(%s) RETURNING id, job",
-                (self.cluster, self._replica, list(run_ids)),
-            )
-            gone = cur.fetchall()
-            for row_id, job in gone:
-                self._summary_back(cur, job, row_id)
-                # Counted by its claim (`max_runs`), if the job is counted: it never ran.
-                cur.execute("UPDATE crond_run_counts SET runs = runs - 1 WHERE cluster = %s "
-                            "AND job = %s AND runs > 0", (self.cluster, job))  # fmt: skip
-        return len(gone)
-
-    def _summary_back(self, cur: psycopg.Cursor[Any], job: str, row_id: int) -> None:
-        """The job's summary, if it showed the attempt `row_id` just removed, shows the
-        attempt before it (none left: no summary)."""
-        cur.execute(ATTEMPTS + " WHERE cluster = %s AND job = %s ORDER BY id DESC LIMIT 1",
-                    (self.cluster, job))  # fmt: skip
-        row = cur.fetchone()
-        if row is None:
-            cur.execute("DELETE FROM crond_summary WHERE cluster = %s AND job = %s AND "
-                        "last_id = %s", (self.cluster, job, row_id))  # fmt: skip
-            return
-        a = attempt_of(row)
-        finished = None if a.finished is None else iso_utc(a.finished)
-        cur.execute(
-            "UPDATE crond_summary SET last_id = %s, run_id = %s, slot = %s, attempt = %s, "
-            "started = %s, finished = %s, outcome = %s, exit_code = %s, duration_s = %s, "
-            "replica = %s WHERE cluster = %s AND job = %s AND last_id = %s",
-            (a.id, a.run_id, iso_utc(a.slot), a.attempt, iso_utc(a.started), finished,
-             a.outcome, a.exit_code, a.duration_s, a.replica, self.cluster, job, row_id),
-        )  # fmt: skip
 
     def _move_cursors(
         self, cur: psycopg.Cursor[Any], cursors: Sequence[tuple[str, datetime]]

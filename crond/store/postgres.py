@@ -12,13 +12,13 @@ failover. Transactions are short, autocommit is off, and every one sets its own
 `PostgresStore` is assembled from parts, each a module: the connection, its transactions
 and its errors (`pg_conn`: no message holds the URL's password, user or database), the
 reads (`pg_read`), the cluster (`pg_cluster`: a replica's name, heartbeats, dead
-replicas, kill requests), the runs and their claims (`pg_write`), the pauses and the
-outbox (`pg_records`); here, opening it (as a replica, or as a reader that writes
-nothing), the schema, and the rest of the writes (the view, the marks, the upkeep). A
-replica opens it with `daemon.database` (crond/daemon/lifecycle.py), `crond.store.locate`
-for reading; docs/state.md describes the tables, the claim and the replicas' rules. The
-schema is crond/store/schema_pg.py. psycopg (the `crond[postgres]` extra) is imported by
-these modules only.
+replicas, kill requests), the runs and their claims (`pg_write`), the runs claimed and
+never started (`pg_abandon`), the pauses and the outbox (`pg_records`); here, opening
+it (as a replica, or as a reader that writes nothing), the schema, and the rest of the
+writes (the view, the marks, the upkeep). A replica opens it with `daemon.database`
+(crond/daemon/lifecycle.py), `crond.store.locate` for reading; docs/state.md describes the
+tables, the claim and the replicas' rules. The schema is crond/store/schema_pg.py. psycopg
+(the `crond[postgres]` extra) is imported by these modules only.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 
 from crond.store import schema_pg
 from crond.store.base import StateError, ViewRow
+from crond.store.pg_abandon import Abandons
 from crond.store.pg_backfills import Backfills
 from crond.store.pg_cluster import ClusterRows
 from crond.store.pg_conn import patient, text
@@ -51,14 +52,14 @@ _VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_
 _READER = ""
 
 
-class PostgresStore(Claiming, Backfills, Pauses, Outbox, ClusterRows, TailWrites, Reads):
+class PostgresStore(Claiming, Abandons, Backfills, Pauses, Outbox, ClusterRows, TailWrites, Reads):
     """The store of one replica of a cluster, in a PostgreSQL database (base.Store,
     base.Replicated), or a cluster read by `crond status` (`reader`: base.ClusterReader).
     Its parts, each over the one Connection of pg_conn.py: Claiming and its Runs
-    (pg_write.py: claims, starts, ends), Pauses and Outbox (pg_records.py), ClusterRows
-    (pg_cluster.py: heartbeats, lost replicas, kill requests), Reads (pg_read.py: status
-    and history); the view is here. Not thread-safe: use it from one thread (the event
-    loop's)."""
+    (pg_write.py: claims, starts, ends), Abandons (pg_abandon.py: claims in doubt),
+    Pauses and Outbox (pg_records.py), ClusterRows (pg_cluster.py: heartbeats, lost
+    replicas, kill requests), Reads (pg_read.py: status and history); the view is here.
+    Not thread-safe: use it from one thread (the event loop's)."""
 
     def __init__(
         self,
