@@ -227,7 +227,7 @@ def _validated(
     except ValidationError as exc:
         problems += problems_from_validation(exc, source, filename, data)
         config = None
-    problems += _name_problems(data, jobs, source, filename, context.environ)
+    problems += _name_problems(data, jobs, source, filename)
     if problems or config is None:
         raise ConfigError(capped(problems, filename))
     unused_problems = [
@@ -244,7 +244,6 @@ def _name_problems(
     jobs: object,
     source: places.Source,
     filename: str,
-    environ: Mapping[str, str],
 ) -> list[Problem]:
     """The names of the file (jobs, notifiers, calendars, locks) and the names it refers
     to: notifier subscriptions, locks and `after` (`jobs`: as written)."""
@@ -253,8 +252,7 @@ def _name_problems(
         found += check_names(data.get(where), source, filename, where)
     defaults = data.get("defaults")
     found += check_subscriptions(data.get("notifiers"), jobs, defaults, source, filename)
-    replicated = database.has_database(data, environ)
-    return found + waits.check(data, jobs, source, filename, replicas=replicated)
+    return found + waits.check(data, jobs, source, filename)
 
 
 def _calendars(

@@ -17,43 +17,13 @@ _LISTED = 10
 
 
 def check(
-    data: Mapping[Any, Any],
-    jobs: object,
-    source: places.Source,
-    filename: str,
-    *,
-    replicas: bool = False,
+    data: Mapping[Any, Any], jobs: object, source: places.Source, filename: str
 ) -> list[Problem]:
     """`check_locks` and `check_after` (`data`: the file, `jobs` as written): the names the
-    jobs of a file wait on; with `replicas` (a database), `locks` at all
-    (`replicated_locks`)."""
+    jobs of a file wait on."""
     defaults = data.get("defaults")
     found = check_locks(data.get("locks"), jobs, defaults, source, filename)
-    if replicas:
-        found += replicated_locks(jobs, defaults, source, filename)
     return found + check_after(jobs, defaults, source, filename)
-
-
-_REPLICATED = (
-    "locks are not held across replicas yet: with daemon.database each replica would count "
-    "only its own runs, and two replicas could each run a holder (remove locks here, or run "
-    'one daemon without a database; docs/workflows.md, "With replicas")'
-)
-
-
-def replicated_locks(
-    jobs: object, defaults: object, source: places.Source, filename: str
-) -> list[Problem]:
-    """Each `locks` list of a file whose daemons share a database: refused, located, since
-    a lock is still each replica's own (docs/workflows.md, "With replicas")."""
-    found = []
-    for at, listed in written(jobs, defaults, "locks", list):
-        if listed:
-            path = (*at, "locks")
-            found.append(Problem.at(filename, source.locate(path), path, _REPLICATED))
-            if len(found) > MAX_PROBLEMS:
-                break
-    return found
 
 
 def check_locks(

@@ -13,7 +13,8 @@ def lock_waits(locks: Locks) -> list[dict[str, Any]]:
     """The waiting runs, oldest slot first (none: [])."""
     rows: list[dict[str, Any]] = []
     for item in locks.waiting():
-        blocked = locks.full(item.job)
+        # (with replicas, a run refused by the database: the lock and holders it named)
+        blocked = locks.full(item.job) or locks.elsewhere.get((item.job.name, item.slot))
         rows.append(
             {
                 "job": item.job.name,

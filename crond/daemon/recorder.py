@@ -20,22 +20,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crond.clock import Clock
 from crond.config.loaded import LoadedConfig
-from crond.config.model import Overlap, Replicas
-from crond.daemon.indoubt import InDoubt, ours
 from crond.daemon.late import LateEnd, LateEnds
-from crond.daemon.offloop import SLOW, OffLoop
-from crond.daemon.proof import Proof
-from crond.daemon.stores import FAILED, End, Opener
-from crond.schedule.actions import Claims, Refusal
+from crond.daemon.offloop import SLOW
+from crond.daemon.replicaclaims import ReplicaClaims
+from crond.daemon.stores import FAILED, Opener
+from crond.schedule.actions import Claims
 from crond.store.base import (
     AttemptRow,
-    BackfillRecords,
-    Claimed,
-    Replicated,
     Start,
     Store,
     ViewRow,
@@ -60,7 +55,7 @@ class Told(Protocol):
         """A run a dead daemon left, just closed as lost (after its `job.lost` event)."""
 
 
-class StoreRecorder(OffLoop):
+class StoreRecorder(ReplicaClaims):
     """The runner's Recorder backed by a Store, or by nothing when the store is off
     (`opener` None) or broken; `told` hears of runs' ends and lost runs. Use it from the
     event loop's thread (a cluster's database is called off it: crond/daemon/offloop.py)."""
@@ -77,41 +72,20 @@ class StoreRecorder(OffLoop):
     ) -> None:
         lost = None if told is None else told.lost
         super().__init__(opener, log, clock, quiet, replica=replica, on_lost=lost)
-        self.proof = Proof(clock)  # with replicas, a claim beats first when stale
         self.history: dict[str, int] = {}  # job -> attempts kept; the store's default else
-        self._prepared: dict[str, int] = {}  # run id -> its first attempt's row (`prepare`)
         self.told = told
-        # Jobs each replica runs (`replicas: all`): their claims are this replica's copy.
-        self.each_replica: frozenset[str] = frozenset()
-        # Jobs that run one at a time (`overlap: skip`): with replicas, not claimed while
-        # a run of the job goes on another replica.
-        self.one_at_a_time: frozenset[str] = frozenset()
-        # Jobs whose new run stops the old (`overlap: replace`): with replicas, the other
-        # replicas' runs of the job too.
-        self.replacing: frozenset[str] = frozenset()
         # With replicas, the end of an attempt a retry follows, by run id: written when the
         # next attempt starts or the run ends, so the run's row stays open while it waits
         # (another replica does not claim an `overlap: skip` job's next slot meanwhile).
-        self._held: dict[str, End] = {}
+        self._held: dict[str, Callable[..., object]] = {}  # (End, given `release`)
         self.late = LateEnds(log, replica)  # ends written beside `lost`: told once
         self.chains: Callable[[Run, RunResult], list[Chained]] | None = None  # chaining.py
-        self.in_doubt = InDoubt()  # with replicas, the claims that got no answer
-        self._abandoned: list[str] = []  # their run ids given up, not yet closed
 
     def configure(self, cfg: LoadedConfig) -> None:
         """What a file just loaded says of its jobs' records: the attempts each keeps, and,
         with replicas, how each job's starts are claimed."""
         self.history = {name: job.settings.history for name, job in cfg.jobs.items()}
-        jobs = cfg.jobs.values()
-        self.each_replica = frozenset(
-            job.name for job in jobs if job.settings.replicas is Replicas.ALL
-        )
-        self.one_at_a_time = frozenset(
-            job.name for job in jobs if job.settings.overlap in {Overlap.SKIP, Overlap.QUEUE}
-        )
-        self.replacing = frozenset(
-            job.name for job in jobs if job.settings.overlap is Overlap.REPLACE
-        )
+        self.configure_claims(cfg)
 
     # --- runs -------------------------------------------------------------------------
 
@@ -142,71 +116,11 @@ class StoreRecorder(OffLoop):
                 for start, row_id in zip(starts, [] if ids is FAILED else ids, strict=False):
                     self._prepared[start.run_id] = row_id
             return Claims()
-        mine = [key for key in told if key[0] not in self.each_replica]
-        if not starts and not mine:
-            return Claims()
-        call = _claim(self, starts, mine, at, limits, backfills)
-        claimed = await self.proof.claim(self.ask, call, force=bool(starts))
-        if claimed is FAILED:
-            self.in_doubt.failed(starts)  # each may have committed all the same
-            return Claims({(s.job, s.slot): "database" for s in starts})
-        # A told slot (skipped, missed) whose start's claim is in doubt: if that claim
-        # committed, the slot is this replica's, not a peer's: told here, and the run it
-        # may have recorded, never started, given up.
-        doubted_told = {key for key in mine if self.in_doubt.run_id(key) is not None}
-        for job, slot in doubted_told:
-            self._abandoned += self.in_doubt.given_up(job, slot, slot)
-        self._abandon()  # what an outage left to close, now that the database answers
-        refused: dict[tuple[str, datetime], Refusal] = {}
-        doubted = self.in_doubt.doubted(starts, claimed.starts)
-        found = await self._ours(doubted)
-        if found is None:  # no answer: each still in doubt, tried again as it was
-            self.in_doubt.failed(doubted)
-            refused.update({(s.job, s.slot): "database" for s in doubted})
-        for start, claim in zip(starts, claimed.starts, strict=True):
-            if (start.job, start.slot) in refused:
-                continue
-            claim = (found or {}).get(start.run_id, claim)  # noqa: PLW2901  (its own, in doubt)
-            if isinstance(claim, int):
-                self._prepared[start.run_id] = claim
-            else:
-                refused[(start.job, start.slot)] = "taken" if claim is None else claim  # busy, done
-        answers = zip(mine, claimed.told, strict=True)
-        quiet = {key for key, ours in answers if not ours and key not in doubted_told}
-        return Claims(refused, quiet)
-
-    def missed(self, job: str, first: datetime, last: datetime) -> None:
-        """`job`'s starts from `first` to `last` were missed. With replicas, those whose
-        claim is in doubt may have committed it: the run it recorded, never started, is
-        closed in the database (off the loop; tried again after a failure), or it would
-        hold the job "busy" there (crond/daemon/indoubt.py)."""
-        if self.replica is None:
-            return
-        self._abandoned += self.in_doubt.given_up(job, first, last)
-        self._abandon()
-
-    def _abandon(self) -> None:
-        if not self._abandoned:
-            return
-        ids, self._abandoned = self._abandoned, []
-
-        def back(result: object) -> None:
-            if result is FAILED:
-                self._abandoned += ids  # the next claim the database answers tries again
-
-        self.send(lambda store: cast(Replicated, store).abandon(ids), then=back)
-
-    async def _ours(self, doubted: Sequence[Start]) -> dict[str, int] | None:
-        """Those of `doubted` this replica's claim took after all (crond/daemon/indoubt.py);
-        None: the database did not answer."""
-        if not doubted:
-            return {}
-        runs = await self.ask(lambda store: cast(Replicated, store).open_runs(), force=True)
-        return None if runs is FAILED else ours(doubted, runs, self.replica or "")
+        return await self.claim(starts, told, at, limits, backfills)
 
     def started(self, run: Run, attempt: int) -> object:
-        if self._held:
-            self.run_ended(run.run_id)  # the attempt before, which waited for this one
+        if self._held:  # the attempt before, which waited for this one
+            self.run_ended(run.run_id, last=False)
         if attempt == 1 and self._prepared:
             prepared = self._prepared.pop(run.run_id, None)
             if prepared is not None:
@@ -239,14 +153,17 @@ class StoreRecorder(OffLoop):
         now = self.clock.now()  # not when it is written: that may be later (held, away)
 
         chained = self.chains(run, result) if self.chains and run.ends_with(result) else []
-        more = _kw(chained if self.replica is None else [])  # in the end's commit
+        more = _kw(chained) if self.replica is None else {}  # in the end's commit
 
-        def end(store: Store) -> LateEnd | None:
+        def end(store: Store, release: bool = True) -> LateEnd | None:
+            """With replicas, the run's last end (`release`) gives its locks back."""
             row = _row_of(token)  # None: its start was never written
+            last = {"release": release} if self.replica is not None else {}
             lost_at = None if row is None else store.end(
                 row, job=run.job, run_id=run.run_id, finished=now,
                 outcome=result.outcome.value, exit_code=result.exit_code,
-                duration_s=result.duration_s, output=tail, keep=self.history.get(run.job), **more,
+                duration_s=result.duration_s, output=tail, keep=self.history.get(run.job),
+                **more, **last,
             )  # fmt: skip
             return None if lost_at is None else LateEnd(run, result, lost_at)
 
@@ -256,12 +173,13 @@ class StoreRecorder(OffLoop):
         if isinstance(said, LateEnd):
             self.late.told(said)
 
-    def run_ended(self, run_id: str) -> None:
+    def run_ended(self, run_id: str, *, last: bool = True) -> None:
         """`run_id`'s last attempt ended (it may have been stopped while it waited for a
-        retry): the end of an attempt held back is written now."""
+        retry), or its next began (not `last`): the end of an attempt held back is written
+        now, with the run's locks given back if it was the last."""
         held = self._held.pop(run_id, None)
         if held is not None:
-            self._write_end(held)
+            self._write_end(functools.partial(held, release=last))
 
     # --- what the daemon keeps besides runs -------------------------------------------
 
@@ -293,30 +211,6 @@ class _Row:
 
     def found(self, row_id: int) -> None:
         self.id = row_id
-
-
-def _claim(  # noqa: PLR0917  (prepare's values)
-    rec: StoreRecorder,
-    starts: Sequence[Start],
-    mine: Sequence[tuple[str, datetime]],
-    at: datetime,
-    limits: Mapping[str, int] | None,
-    backfills: Mapping[str, str] | None,
-) -> Callable[[Store], Claimed]:
-    """A wake's claims as one call of the store (`Store.claim`); a backfill's start (it
-    comes alone) by its backfill's copy of the slot (`claim_backfill`), which holds it
-    while a run of its job goes anywhere unless the job's overlap is `allow`."""
-    if backfills:
-        exclusive = rec.one_at_a_time | rec.replacing
-        return lambda store: Claimed(
-            cast(BackfillRecords, store).claim_backfill(starts, backfills, at, exclusive=exclusive),
-            [],
-        )
-    copies = [rec.replica or "" if s.job in rec.each_replica else "" for s in starts]
-    return lambda store: store.claim(
-        starts, mine, at, copies=copies, exclusive=rec.one_at_a_time,
-        replacing=rec.replacing, limits=limits,
-    )  # fmt: skip
 
 
 def _kw(chained: Sequence[object]) -> dict[str, Any]:

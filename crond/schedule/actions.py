@@ -23,18 +23,25 @@ Key = tuple[str, datetime]
 # Why a start was not claimed (per (job, slot)): another replica holds the claim (it runs
 # the slot); a run of the job goes on another replica and the job runs one at a time
 # (`overlap: skip`); or the database did not answer (tried again: crond/schedule/unclaimed.py).
-# "done": the job has had its `max_runs` scheduled runs (counted in the store).
-Refusal = Literal["taken", "busy", "database", "done"]
+# "done": the job has had its `max_runs` scheduled runs (counted in the store). "lock": one
+# of its locks has no room in the database, held by runs of other replicas.
+Refusal = Literal["taken", "busy", "database", "done", "lock"]
 Refused = Mapping[Key, Refusal]
+
+
+# Of a start refused for its locks: the first lock without room, and its holders.
+LockedBy = tuple[str, tuple[Key, ...]]
 
 
 @dataclass(frozen=True)
 class Claims:
-    """The store's answer for a wake: the starts that may not start and why, and the told
-    slots another replica tells of (it claimed them first)."""
+    """The store's answer for a wake: the starts that may not start and why, the told
+    slots another replica tells of (it claimed them first), and of the starts refused
+    for their locks, which lock and its holders."""
 
     refused: Refused = field(default_factory=dict)
     quiet: Collection[Key] = frozenset()
+    locked: Mapping[Key, LockedBy] = field(default_factory=dict)
 
 
 NO_CLAIMS = Claims()

@@ -135,8 +135,11 @@ class Core:
         replica runs it, and tells). "busy": another replica runs the job, which runs one
         at a time: this one holds the slot's claim, so it tells of the skip. "database":
         the start waits and is tried again (an older waiting start of the job is missed).
-        Either way its locks, if it took them, are given back."""
+        "lock": other replicas' runs fill a lock (`Locks.refused`). Either way its locks,
+        if it took them here, are given back."""
         self.locks.release(job.name, slot)
+        if reason == "lock":
+            return self.locks.refused(job, slot, now)
         if reason == "database":
             return [_checked(*missed) for missed in self.unclaimed.put(job, slot, now)]
         if reason == "done":  # another replica ran the job's last counted run
@@ -158,16 +161,17 @@ class Core:
     def settle(self, proposal: Proposal, claims: Claims = NO_CLAIMS) -> list[Action]:
         """The actions of a proposed wake, given the store's answer for its claims."""
         quiet, now = claims.quiet, proposal.now
+        self.locks.said = claims.locked  # (of the starts refused for their locks)
         actions = [
             a
             for a in proposal.first
             if not (isinstance(a, Tell) and told_slot(a.decision) in quiet)
         ]
         for job, slot in (*proposal.unlocked, *proposal.drained):
-            actions += self._start_or(job, slot, claims, now)
+            actions += _start_or(self, job, slot, claims, now)
         if proposal.retried:
             for job, slot in proposal.retried:
-                actions += self._start_or(job, slot, claims, now)
+                actions += _start_or(self, job, slot, claims, now)
             self.unclaimed.tried(proposal.retried, claims.refused, now)
         actions += self._due_actions(proposal, claims)
         if proposal.due:
@@ -235,18 +239,21 @@ class Core:
 
     # --- the parts of a wake ------------------------------------------------------------
 
-    def _start_or(
-        self, job: LoadedJob, slot: datetime, claims: Claims, now: datetime
-    ) -> list[Action]:
-        reason = claims.refused.get((job.name, slot))
-        if reason is not None:
-            return self.refused(job, slot, reason, now)
-        self.schedule.counted(job.name)
-        return [Start(job, slot)]
-
     def _dropped(self, name: str) -> list[Action]:
         """`name`'s queued runs, replaced by a newer one: missed."""
         return [_checked(*missed) for missed in self.queue.drop(name)]
+
+
+def _start_or(
+    core: Core, job: LoadedJob, slot: datetime, claims: Claims, now: datetime
+) -> list[Action]:
+    """A start that waited (in the queue, for a lock, for the database): started, unless
+    its claim was refused (`Core.refused`)."""
+    reason = claims.refused.get((job.name, slot))
+    if reason is not None:
+        return core.refused(job, slot, reason, now)
+    core.schedule.counted(job.name)
+    return [Start(job, slot)]
 
 
 def _refusal(core: Core, job: LoadedJob, running: Running) -> str | None:
@@ -286,4 +293,5 @@ TRIGGER_REFUSED: dict[Refusal, str] = {
     "busy": "{name} has a run going on another replica and overlap: skip",
     "database": "the database is unavailable, and no run starts without a claim",
     "done": "{name} has had its max_runs scheduled runs",
+    "lock": "{name}'s locks are held by runs on other replicas",
 }

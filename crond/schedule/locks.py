@@ -18,6 +18,10 @@ about to start):
   one could have had.
 - A waiting run whose grace (slot + its job's `grace`) runs out is missed: `job.missed`,
   reason `lock`. Of a job removed since it is dropped, of a job paused since passed over.
+- With replicas the database has the last word (crond/store/pg_locks.py): a run that took
+  its locks here is refused at its claim when runs of other replicas fill one of them
+  (`refused`). It then waits like any (or is skipped, `on_lock: skip`), and asks again
+  `RETRY` later: a lock given back on another replica wakes nothing here.
 """
 
 from __future__ import annotations
@@ -26,18 +30,20 @@ import bisect
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from crond.config.loaded import LoadedJob
 from crond.config.model import OnLock
 from crond.config.wording import quote
-from crond.schedule.actions import Action, LockWait, Tell
+from crond.schedule.actions import Action, Key, LockedBy, LockWait, Tell
 from crond.schedule.heap import Schedule
 from crond.schedule.pauses import Pauses
 from crond.schedule.queue import AFTER, Missed, Waiting
 
 # A run holding locks: its job and slot (a job's runs of one slot hold as many places).
 Hold = tuple[str, datetime]
+# How soon a run refused for locks held on other replicas asks the database again.
+RETRY = timedelta(seconds=1)
 
 
 def grantable(needs: Iterable[str], held: Mapping[str, int], capacity: Mapping[str, int]) -> bool:
@@ -77,6 +83,11 @@ class Locks:
     _seq: itertools.count[int] = field(default_factory=itertools.count)
     counts: dict[str, int] = field(default_factory=dict)  # job -> its runs waiting
     _freed: bool = False  # a lock was given back while runs wait: wake at once
+    # The waiting runs the database refused (replicas): the lock and its holders it named
+    # (`elsewhere`); what it said of a wake's claims (`said`, set by the core's settle).
+    elsewhere: dict[Key, Blocked] = field(default_factory=dict)
+    said: Mapping[Key, LockedBy] = field(default_factory=dict)
+    _retry_at: datetime | None = None  # when those ask again
 
     def __bool__(self) -> bool:
         """Whether any run waits for a lock."""
@@ -149,6 +160,22 @@ class Locks:
         self.counts[job.name] = self.counts.get(job.name, 0) + 1
         return LockWait(job, slot, blocked.lock, blocked.holders)
 
+    def refused(self, job: LoadedJob, slot: datetime, now: datetime) -> list[Action]:
+        """`job`'s run for `slot`, whose claim the database refused for its locks, waits for
+        them, asking again `RETRY` later; or with `on_lock: skip`, is skipped (told by the
+        one replica that claims the told slot)."""
+        if job.settings.on_lock is OnLock.SKIP:
+            skip = self.schedule.about(job.name, slot, skip=slot, skip_reason="lock")
+            return [Tell(job, skip, check=(job.name, slot))]
+        locked = self.said.get((job.name, slot))  # the lock and holders the database named
+        blocked = Blocked(*locked) if locked else Blocked(needs(job)[0], ())
+        bisect.insort(self._items, (slot, next(self._seq), Waiting.of(job, slot)))
+        self.counts[job.name] = self.counts.get(job.name, 0) + 1
+        self.elsewhere[(job.name, slot)] = blocked
+        retry = now + RETRY
+        self._retry_at = retry if self._retry_at is None else min(self._retry_at, retry)
+        return [LockWait(job, slot, blocked.lock, blocked.holders)]
+
     def refusal(self, job: LoadedJob) -> str | None:
         """Why a trigger of `job` may not take its locks now, if it may not: one is full,
         or an older run waits for one of them (it goes first)."""
@@ -190,7 +217,8 @@ class Locks:
             return None
         if self._freed:
             return self._items[0][0]
-        return min(item.deadline for _, _, item in self._items) + AFTER
+        end = min(item.deadline for _, _, item in self._items) + AFTER
+        return end if self._retry_at is None else min(end, self._retry_at)
 
     def drain(
         self, now: datetime, pauses: Pauses, room: int | None
@@ -199,7 +227,7 @@ class Locks:
         (at most `room`: the daemon's `max_running`, None: no limit); and those whose
         grace ran out (missed). Those of a job removed since are dropped, those of a job
         paused since passed over; the others wait on."""
-        self._freed = False
+        self._freed, self._retry_at = False, None
         starts: list[tuple[LoadedJob, datetime]] = []
         missed: list[Missed] = []
         kept: list[tuple[datetime, int, Waiting]] = []
@@ -215,6 +243,9 @@ class Locks:
             else:
                 kept.append(key)
         self._items = kept
+        if self.elsewhere:  # (those refused again say so again)
+            left = {(item.job.name, item.slot) for _, _, item in kept}
+            self.elsewhere = {k: v for k, v in self.elsewhere.items() if k in left}
         self.counts = {}
         for _, _, item in kept:
             self.counts[item.job.name] = self.counts.get(item.job.name, 0) + 1

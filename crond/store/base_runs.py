@@ -52,10 +52,15 @@ class RunRecords(Protocol):
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
         limits: Mapping[str, int] | None = None,
+        locks: Mapping[str, Sequence[tuple[str, int]]] | None = None,
     ) -> Claimed:
         """One wake's claims, in one commit. `limits` (job -> its `max_runs`): each won
         claim of such a job is counted in the commit, or refused as DONE (nothing of it
-        recorded) when the job has had them all. `start_many` with a claim of each start's
+        recorded) when the job has had them all. `locks` (job -> its locks, name and
+        capacity): each won claim of such a job takes them all in the commit, or is
+        refused as Locked (nothing of it recorded) when one has no room (docs/workflows.md,
+        "With replicas"); the run's last attempt's `end(..., release=True)` gives them
+        back. `start_many` with a claim of each start's
         `(job, slot, copy)` (`copies`, in the starts' order; None: "" for each) that also
         moves every start's cursor. Per start, its token; or None when another replica
         holds the claim: then nothing is recorded for it, and it must not run; or BUSY for
@@ -99,12 +104,14 @@ class RunRecords(Protocol):
         duration_s: float,
         output: Sequence[str],
         keep: int | None = None,
+        release: bool = False,
     ) -> datetime | None:
         """`finish`, saying whether the end was late: None, but for an attempt another
         replica had already closed as `lost` (its replica was cut off, not dead): then its
         end is kept beside `lost` (AttemptRow.late_*), never over it, and the instant it
         was closed `lost` is returned, for the daemon to tell of (`job.late_end`). A
-        store of one daemon has no late end (its lost runs are a dead process's)."""
+        store of one daemon has no late end (its lost runs are a dead process's). With
+        `release` (the run's last attempt), the locks its claim took are given back."""
         ...
 
     def close_lost(self, now: datetime) -> list[AttemptRow]:
@@ -135,6 +142,7 @@ class BackfillRecords(Protocol):
         started: datetime,
         *,
         exclusive: Collection[str] = (),
+        locks: Mapping[str, Sequence[tuple[str, int]]] | None = None,
     ) -> list[Claim]:
         """With replicas: claim each backfill start (run id -> its backfill in
         `backfills`) by its backfill's own copy of the slot, record its attempt (kind

@@ -12,6 +12,7 @@ import psycopg
 
 from crond.clock import iso_utc
 from crond.store.pg_conn import ATTEMPTS, Connection, attempt_of
+from crond.store.pg_locks import release_runs
 
 
 class Abandons(Connection):
@@ -26,6 +27,7 @@ class Abandons(Connection):
                 (self.cluster, self._replica, list(run_ids)),
             )
             gone = cur.fetchall()
+            release_runs(cur, self.cluster, run_ids)  # their locks, taken with their claims
             for row_id, job in gone:
                 self._summary_back(cur, job, row_id)
                 # Counted by its claim (`max_runs`), if the job is counted: it never ran.

@@ -17,6 +17,7 @@ from datetime import datetime
 
 from crond.clock import iso_utc
 from crond.store.pg_conn import Connection, utc
+from crond.store.pg_locks import Need, lock_rows, take
 from crond.store.pg_write import _SUMMARY_STARTED as SUMMARY_STARTED
 from crond.store.rows import BUSY, DONE, BackfillRow, Claim, Start, backfill_of
 
@@ -98,9 +99,12 @@ class Backfills(Connection):
         started: datetime,
         *,
         exclusive: Collection[str] = (),
+        locks: Mapping[str, Sequence[Need]] | None = None,
     ) -> list[Claim]:
         claims: list[Claim] = []
         with self._transaction() as cur:
+            if locks:  # first of all, in the order of names (pg_locks.py)
+                lock_rows(cur, self.cluster, [n for s in starts for n, _ in locks.get(s[0], ())])
             for job, run_id, slot in starts:
                 backfill = backfills[run_id]
                 values = {
@@ -108,10 +112,19 @@ class Backfills(Connection):
                     "copy": f"backfill:{backfill}", "replica": self._replica,
                     "started": started, "exclusive": job in exclusive, "backfill": backfill,
                 }  # fmt: skip
+                needs = locks.get(job, ()) if locks else ()
+                if needs:  # (its claim undone if a lock has no room)
+                    cur.execute("SAVEPOINT crond_backfill")
                 cur.execute(_CLAIM, values)
                 going, busy, row_id = cur.fetchone() or (True, False, None)
                 if row_id is None:
                     claims.append(DONE if not going else BUSY if busy else None)
+                    continue
+                locked = needs and take(cur, self.cluster, self._replica, job, run_id, slot,
+                                        needs, started)  # fmt: skip
+                if locked:
+                    cur.execute("ROLLBACK TO SAVEPOINT crond_backfill")
+                    claims.append(locked)
                     continue
                 claims.append(int(row_id))
                 cur.execute(SUMMARY_STARTED, (self.cluster, job, row_id, run_id,

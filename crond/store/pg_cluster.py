@@ -28,6 +28,7 @@ from crond.store.base import AttemptRow, KillRow, Poll, ReplicaTaken
 from crond.store.files import boot_id
 from crond.store.pg_conn import PAUSES, Connection, attempt_of, pause_of, text, utc
 from crond.store.pg_follow import WATCHED
+from crond.store.pg_locks import RELEASE_STALE
 
 # Kill requests are for runs going on now: a replica polls every second, so an hour old
 # one has been seen by every replica alive.
@@ -160,6 +161,8 @@ class ClusterRows(Connection):
             cur.execute(_CLOSE_DEAD, (now, self.cluster, self.cluster, self._replica, since))
             rows = cur.fetchall()
             self._summaries_lost(cur, rows, now)
+            # Their runs' locks are free: the runs are lost (docs/workflows.md).
+            cur.execute(RELEASE_STALE, (self.cluster, self.cluster, self._replica, since))
             cur.execute(
                 _TAKE_OUTBOX, (self._replica, self.cluster, self.cluster, self._replica, since)
             )

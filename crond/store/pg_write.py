@@ -18,6 +18,7 @@ from crond.clock import iso_utc
 from crond.store.base import BUSY, DONE, AttemptRow, Claim, Claimed, Start
 from crond.store.pg_cluster import CLOSE_LOST
 from crond.store.pg_conn import Connection, attempt_of, utc
+from crond.store.pg_locks import RELEASE_RUN, Need, lock_rows, release_own, take
 
 # A slot's claims are exclusive whatever each replica's file says of the job (a rolling
 # change of `replicas`): a `one` claim is the slot's row of copy "", which any claim of the
@@ -177,7 +178,10 @@ class Runs(Connection):
         duration_s: float,
         output: Sequence[str],
         keep: int | None = None,
+        release: bool = False,
     ) -> datetime | None:
+        """An attempt's end; with `release`, its run's last: the locks the run holds are
+        given back in the same commit (pg_locks.py)."""
         with self._transaction() as cur:
             cur.execute(_FINISH, {
                 "finished": finished, "outcome": outcome, "exit_code": exit_code,
@@ -185,6 +189,8 @@ class Runs(Connection):
                 "cluster": self.cluster, "run_id": run_id, "job": job,
             })  # fmt: skip
             row = cur.fetchone()
+            if release and (run_id is not None or row is not None):
+                cur.execute(RELEASE_RUN, (self.cluster, run_id or row[0]))  # type: ignore[index]
             if row is None:
                 return None  # not there (pruned, or another database's row): nothing to close
             if row[2]:
@@ -205,6 +211,7 @@ class Runs(Connection):
             cur.execute(CLOSE_LOST, (now, self.cluster, self._replica))
             rows = cur.fetchall()
             self._summaries_lost(cur, rows, now)
+            release_own(cur, self.cluster, self._replica)  # its runs' locks, all of them
         return self._decoded(lambda: sorted(map(attempt_of, rows), key=lambda r: r.id))
 
     def _move_cursors(
@@ -300,6 +307,7 @@ class Claiming(Runs):
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
         limits: Mapping[str, int] | None = None,
+        locks: Mapping[str, Sequence[Need]] | None = None,
     ) -> Claimed:
         """One wake's claims in one transaction: its starts' and its told slots' (copy "";
         `_ANCHOR` says how `one` and `all` claims of a slot exclude each other). Claims
@@ -317,6 +325,8 @@ class Claiming(Runs):
         ids: list[Claim] = [None] * len(starts)
         got = [False] * len(told)
         with self._transaction() as cur:
+            if locks:  # first of all, in the order of names (pg_locks.py)
+                lock_rows(cur, self.cluster, [n for s in starts for n, _ in locks.get(s[0], ())])
             for (job, slot, copy), i in order:
                 if i < 0:
                     got[-1 - i] = self._claim_told(cur, job, slot, started)
@@ -327,7 +337,8 @@ class Claiming(Runs):
                     "exclusive": not copy and job in exclusive,
                 }  # fmt: skip
                 limit = None if copy or limits is None else limits.get(job)
-                ids[i] = self._claim_start(cur, values, limit)
+                needs = locks.get(job, ()) if locks else ()
+                ids[i] = self._claim_start(cur, values, limit, needs)
             won = sorted(
                 (starts[i], ids[i], copies[i])
                 for _, i in order
@@ -345,11 +356,14 @@ class Claiming(Runs):
         return Claimed(ids, got)
 
     @staticmethod
-    def _claim_start(cur: Any, values: dict[str, Any], limit: int | None) -> Claim:
-        """One start's claim (and its anchor, for a copy). With `limit` (the job's
-        `max_runs`), a won claim is counted, or undone with its attempt and DONE when the
-        job has had them all."""
-        if limit is not None:
+    def _claim_start(
+        cur: Any, values: dict[str, Any], limit: int | None, needs: Sequence[Need] = ()
+    ) -> Claim:
+        """One start's claim (and its anchor, for a copy). A won claim takes the locks it
+        `needs`, or is undone with its attempt and refused (Locked) when one has no room;
+        with `limit` (the job's `max_runs`), it is counted, or undone and DONE when the job
+        has had them all."""
+        if limit is not None or needs:
             cur.execute("SAVEPOINT crond_count")
         if values["copy"]:
             cur.execute(_ANCHOR, values)
@@ -357,6 +371,12 @@ class Claiming(Runs):
         claimed, busy, row_id = cur.fetchone()
         if row_id is None:
             return BUSY if claimed and busy else None
+        v = values
+        locked = needs and take(cur, v["cluster"], v["replica"], v["job"], v["run_id"],
+                                v["slot"], needs, v["started"])  # fmt: skip
+        if locked:
+            cur.execute("ROLLBACK TO SAVEPOINT crond_count")
+            return locked
         if limit is None:
             return int(row_id)
         cur.execute(_COUNT, {**values, "limit": limit})

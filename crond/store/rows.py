@@ -28,11 +28,30 @@ class ReplicaTaken(StateError):  # noqa: N818  (the name the daemon and docs use
 
 
 # A claim's answer (`Store.claim_many`): the attempt's token; None, another replica holds
-# the claim; BUSY, the job runs one at a time and a run of it goes on.
+# the claim; BUSY, the job runs one at a time and a run of it goes on; Locked (below), one
+# of its locks has no room.
 BUSY: Literal["busy"] = "busy"
 # DONE: the job has had its `max_runs` scheduled runs (docs/schedules.md): it starts no more.
 DONE: Literal["done"] = "done"
-Claim = int | Literal["busy", "done"] | None
+
+
+class LockHolder(NamedTuple):
+    """A run holding a lock in a cluster's database: its job, slot and replica."""
+
+    job: str
+    slot: datetime
+    replica: str
+
+
+class Locked(NamedTuple):
+    """A claim refused for its locks (docs/workflows.md, "With replicas"): the first of
+    them without room, and its holders (the first few)."""
+
+    lock: str
+    holders: tuple[LockHolder, ...]
+
+
+Claim = int | Literal["busy", "done"] | Locked | None
 
 
 class Claimed(NamedTuple):

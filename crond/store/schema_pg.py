@@ -19,7 +19,7 @@ from typing import Any
 
 from crond.store.base import StateError
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # Kill requests (`crond kill` reaching every replica): new in schema 2.
 _KILLS = (
     """CREATE TABLE IF NOT EXISTS crond_kills (
@@ -117,6 +117,31 @@ _BACKFILLS = (
         (cluster, job) WHERE state = 'running'""",
     "ALTER TABLE crond_attempts ADD COLUMN IF NOT EXISTS kind text",
 )
+# New in schema 8 (docs/workflows.md, "With replicas"): the named locks. A lock's row is
+# locked (FOR UPDATE, in the order of names) by each claim that needs it, so its holders
+# are counted by one claim at a time; a run's holds are rows of crond_lock_holds, taken in
+# the transaction that claims its slot and deleted at its run's end, or when its replica
+# is found dead or its runs are closed lost (crond/store/pg_locks.py).
+_LOCKS = (
+    """CREATE TABLE IF NOT EXISTS crond_locks (
+        cluster text NOT NULL,
+        name text NOT NULL,
+        PRIMARY KEY (cluster, name)
+    )""",
+    """CREATE TABLE IF NOT EXISTS crond_lock_holds (
+        cluster text NOT NULL,
+        name text NOT NULL,
+        run_id text NOT NULL,
+        job text NOT NULL,
+        slot timestamptz NOT NULL,
+        replica text NOT NULL,
+        taken timestamptz NOT NULL,
+        PRIMARY KEY (cluster, name, run_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS crond_lock_holds_run ON crond_lock_holds (cluster, run_id)",
+    """CREATE INDEX IF NOT EXISTS crond_lock_holds_replica ON crond_lock_holds
+        (cluster, replica)""",
+)
 # version -> the statements that bring it to version + 1.
 UPGRADES: dict[int, tuple[str, ...]] = {
     1: _KILLS,
@@ -125,6 +150,7 @@ UPGRADES: dict[int, tuple[str, ...]] = {
     4: _RUN_COUNTS,
     5: _WEB,
     6: _BACKFILLS,
+    7: _LOCKS,
 }
 # The transaction-scoped advisory lock the creation and upgrades run under (any constant
 # of our own: "crond" in ASCII). Only the migration takes it; claims never do.
@@ -258,6 +284,7 @@ TABLES = (
     *_RUN_COUNTS,
     *_WEB,
     *_BACKFILLS,
+    *_LOCKS,
 )
 
 

@@ -45,6 +45,7 @@ class Backfills(Runs):
         started: datetime,
         *,
         exclusive: Collection[str] = (),  # noqa: ARG002  (one daemon: its core knows its runs)
+        locks: Mapping[str, Sequence[tuple[str, int]]] | None = None,  # noqa: ARG002  (so do its locks)
     ) -> list[Claim]:
         """`start_many`: one daemon a store wins every claim."""
         return list(self.start_many(starts, started, backfills=backfills))

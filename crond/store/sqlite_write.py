@@ -110,6 +110,7 @@ class Runs(Writes):
         exclusive: Collection[str] = (),  # noqa: ARG002  (the Protocol's: nothing is busy)
         replacing: Collection[str] = (),  # noqa: ARG002  (its daemon's runs are all its own)
         limits: Mapping[str, int] | None = None,
+        locks: Mapping[str, Sequence[tuple[str, int]]] | None = None,  # noqa: ARG002  (its planner's)
     ) -> Claimed:
         """`start_many`: one daemon a store (it is locked), so no claim is ever lost (and
         its daemon's planner knows its runs: none is BUSY here); every slot is its own to
@@ -179,6 +180,7 @@ class Runs(Writes):
         output: Sequence[str],
         keep: int | None = None,
         chained: Sequence[Chained] = (),
+        release: bool = False,  # noqa: ARG002  (a lone daemon's locks are its planner's)
     ) -> datetime | None:
         """`finish`: a lone daemon's lost attempts are a dead process's, never ended late."""
         self.finish(

@@ -65,9 +65,9 @@ def test_a_lock_without_a_locks_section() -> None:
     ]
 
 
-def test_locks_with_a_database_are_refused_where_they_are_written() -> None:
-    """docs/workflows.md, "With replicas": a lock is still each replica's own, so a file
-    whose daemons share a database may not use one (two replicas could each hold it)."""
+def test_locks_with_a_database_are_held_in_it_and_so_accepted() -> None:
+    """docs/workflows.md, "With replicas": the database holds the locks, so a file whose
+    daemons share one may use them (through the file or CROND_DATABASE_URL)."""
     text = (
         "daemon: {database: 'postgresql://crond@db/crond'}\n"
         "locks: {db: 1}\n"
@@ -75,14 +75,10 @@ def test_locks_with_a_database_are_refused_where_they_are_written() -> None:
         "  a: {every: 1m, command: x, locks: [db]}\n"
         "  b: {every: 1m, command: x}\n"
     )
-    found = problems(text)
-    assert len(found) == 1
-    assert found[0].startswith("s.yaml:4:37: jobs.a.locks: locks are not held across replicas")
-    loader.loads(text.replace("locks: [db]", "on_lock: skip"))  # the lock alone is no mistake
+    cfg = loader.loads(text, "s.yaml")
+    assert cfg.jobs["a"].settings.locks == ["db"]
     env = {"CROND_DATABASE_URL": "postgresql://crond@db/crond"}
-    with pytest.raises(ConfigError):
-        loader.loads(
-            text.replace("daemon: {database: 'postgresql://crond@db/crond'}\n", ""),
-            "s.yaml",
-            environ=env,
-        )
+    without = text.replace("daemon: {database: 'postgresql://crond@db/crond'}\n", "")
+    assert loader.loads(without, "s.yaml", environ=env).jobs["a"].settings.locks == ["db"]
+    with pytest.raises(ConfigError, match="names no lock"):
+        loader.loads(text.replace("locks: [db]", "locks: [dbb]"), "s.yaml", environ=env)

@@ -50,6 +50,7 @@ class LateFirstAnswer:
         exclusive: Collection[str],
         replacing: Collection[str],
         limits: object = None,
+        locks: object = None,
     ) -> Claimed:
         got: list[Claim] = []
         for job, run_id, slot in starts:

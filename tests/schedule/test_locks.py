@@ -195,6 +195,40 @@ CASES: dict[str, tuple[str, list[Step]]] = {
             Wake(61, ["start g3@60"]),
         ],
     ),
+    # With replicas the database has the last word: a run that took its locks here is
+    # refused at its claim when runs of other replicas fill one (crond/store/pg_locks.py).
+    "replicas_refused_for_a_lock_held_elsewhere_waits_and_asks_again_each_second": (
+        jobs(A, FREE),
+        [
+            Wake(60, ["waits a@60 for db ()", "start f@60", "moved a,f"], {("a", 60): "lock"}),
+            WakeAt(61),  # not at once: a lock given back elsewhere wakes nothing here
+            Wake(61, ["waits a@60 for db ()"], {("a", 60): "lock"}),
+            WakeAt(62),
+            Wake(62, ["start a@60"]),
+            Runs(["f@60", "a@60"]),
+        ],
+    ),
+    "replicas_a_run_waiting_for_a_lock_elsewhere_is_missed_after_its_grace": (
+        jobs(B_GRACE),
+        [
+            Wake(60, ["waits b@60 for db ()", "moved b"], {("b", 60): "lock"}),
+            Wake(61, ["waits b@60 for db ()"], {("b", 60): "lock"}),
+            Wake(90.5, ["tell b: missed 1 60..60 lock"]),
+            WakeAt(120),
+        ],
+    ),
+    "replicas_on_lock_skip_refused_elsewhere_is_skipped_told_by_one_replica": (
+        jobs(B_SKIP),
+        [
+            Wake(
+                60,
+                ["tell b: skip@60 lock (if not told elsewhere)", "moved b"],
+                {("b", 60): "lock"},
+            ),
+            WakeAt(120),
+            Runs([]),
+        ],
+    ),
 }
 
 

@@ -804,6 +804,7 @@ class _MemoryStore:
         exclusive: Collection[str] = (),
         replacing: Collection[str] = (),
         limits: object = None,
+        locks: object = None,
     ) -> base.Claimed:
         return base.Claimed(list(self.start_many(starts, started)), [True] * len(told))
 
@@ -821,7 +822,7 @@ class _MemoryStore:
     def end(
         self, row_id: int, *, job: str, run_id: str | None = None, finished: datetime,
         outcome: str, exit_code: int | None, duration_s: float, output: Sequence[str],
-        keep: int | None = None,
+        keep: int | None = None, release: bool = False,
     ) -> datetime | None:  # fmt: skip
         self.finish(row_id, job=job, finished=finished, outcome=outcome, exit_code=exit_code,
                     duration_s=duration_s, output=output)  # fmt: skip
