@@ -52,6 +52,8 @@ class Owner(Effects[runner.Run], Told, Protocol):
 
 @dataclass(frozen=True)
 class Parts:
+    """What `make` made; the daemon holds each under the same name (tests reach them so)."""
+
     notifier: Systemd
     named: dict[str, str]  # which replica of which cluster: in daemon.started, the store's events
     recorder: StoreRecorder
