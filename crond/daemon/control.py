@@ -50,6 +50,7 @@ class Steering:
         clock: Clock,
         loop: Loop[runner.Run],
         pausing: Pausing,
+        backfilling: Backfilling,
         cluster: Cluster | None = None,
         reload: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
@@ -60,9 +61,8 @@ class Steering:
         self.loop = loop
         self.pausing = pausing
         self._server: ControlServer | None = None
-        # `reload`: the daemon's reload, as SIGHUP's, answering its outcome (lifecycle.py).
-        self.reload = reload
-        self.backfilling: Backfilling  # `crond backfill`, and kill's (the daemon sets it)
+        self.reload = reload  # the daemon's, as SIGHUP's, answering its outcome (lifecycle.py)
+        self.backfilling = backfilling  # `crond backfill`, and kill's
 
     async def start(self, path: Path | None) -> None:
         """Listen at `path` (None: `control_socket: none`). A socket that cannot be made is

@@ -1,12 +1,13 @@
-"""The daemon's lifecycle: start and shutdown, `crond run`; the parts it is made of.
+"""The daemon's lifecycle: start and shutdown, `crond run`.
 
-`Service` builds the daemon's parts and is the scheduling loop's Effects (the protocol in
-crond/daemon/runs.py): what the loop does to the world goes through it to them. What the
-signals do (SIGHUP's reload, SIGTERM's drain) is crond/daemon/signals.py; the spawn path
-of the runs, crond/daemon/spawning.py; the heartbeat (liveness file, systemd watchdog, the
-store's checks), crond/daemon/heartbeat.py, called by the scheduling loop itself; what is
-recorded in the state store, crond/daemon/recorder.py and crond/daemon/view.py; what a
-failing store costs, crond/daemon/stores.py.
+`Service` owns the daemon's parts (made and wired in crond/daemon/parts.py) and is the
+scheduling loop's Effects (the protocol in crond/daemon/runs.py): what the loop does to
+the world goes through it to them. What the signals do (SIGHUP's reload, SIGTERM's
+drain) is crond/daemon/signals.py; the spawn path of the runs, crond/daemon/spawning.py;
+the heartbeat (liveness file, systemd watchdog, the store's checks),
+crond/daemon/heartbeat.py, called by the scheduling loop itself; what is recorded in the
+state store, crond/daemon/recorder.py and crond/daemon/view.py; what a failing store
+costs, crond/daemon/stores.py.
 """
 
 from __future__ import annotations
@@ -31,23 +32,11 @@ from crond.clock import Clock, SystemClock
 from crond.config import loader, problems
 from crond.config.loaded import LoadedConfig, LoadedJob
 from crond.control.server import socket_path
-from crond.daemon import events, reaper, stores
+from crond.daemon import events, parts, reaper
 from crond.daemon import taken as socket_taken
-from crond.daemon.backfilling import Backfilling
-from crond.daemon.chaining import Chaining
-from crond.daemon.cluster import Cluster, database_url, given_problems, logged_as, replica_name
-from crond.daemon.control import Steering
-from crond.daemon.heartbeat import Heartbeat
-from crond.daemon.loop import Gate, Loop
-from crond.daemon.pausing import Pausing
-from crond.daemon.recorder import StoreRecorder
+from crond.daemon.cluster import database_url, given_problems
+from crond.daemon.loop import Gate
 from crond.daemon.runs import Starts
-from crond.daemon.serving import Serving
-from crond.daemon.signals import Signals
-from crond.daemon.spawning import Spawner
-from crond.daemon.systemd import Systemd
-from crond.daemon.telling import Telling
-from crond.daemon.view import StoreView
 from crond.run import runner
 from crond.schedule.actions import Claims, Key
 from crond.schedule.rules import Decision, Entry
@@ -87,50 +76,26 @@ class Service:
         self.options = options
         self.log = log
         self.clock = clock
-        self.notifier = Systemd()
-        state_dir = locate.resolve_dir(options.state_dir, cfg.daemon.state_dir)
-        url = database_url(cfg)
-        replica = None if url is None else replica_name(options.replica, cfg)
-        self.named = logged_as(replica, cfg)  # in daemon.started and the store's events
-        opener = stores.chosen(cfg, state_dir, url, replica)
-        self.recorder = StoreRecorder(  # told=self: see "the recorder's Told" below
-            opener, log.bind(**self.named), clock, replica=replica, told=self
-        )
-        self.spawner = Spawner(
-            log=log, clock=clock, recorder=self.recorder, database=url is not None, cfg=cfg
-        )
-        # The daemon is the loop's Effects: what the loop does goes through the methods
-        # of "the loop's Effects" below, to the parts made here.
-        self.loop: Loop[runner.Run] = Loop(
-            clock=clock, log=log, effects=self, heartbeat=cfg.daemon.heartbeat
-        )
-        self.view = StoreView(clock=clock, loop=self.loop, recorder=self.recorder)
         self._status = 0  # crond run's exit status after a stop
-        self.telling = Telling(log=log, clock=clock, loop=self.loop, recorder=self.recorder)
-        self.cluster = None if replica is None else Cluster(
-            log=log, clock=clock, loop=self.loop, recorder=self.recorder,
-            on_paused=self.telling.paused, on_lost=self.telling.lost,
-        )  # fmt: skip
-        self.heartbeat = Heartbeat(
-            self.loop, self.recorder, self.notifier, log, self._publish, on_taken=self._taken,
-            cluster=None if self.cluster is None else self.cluster.beat,
-        )  # fmt: skip
-        self.serving = Serving(log=log, clock=clock, telling=self.telling, heartbeat=self.heartbeat)
-        self.signals = Signals(
-            path=path, log=log, notifier=self.notifier, loop=self.loop, swap=self._swap,
-            on_reloaded=self.telling.reloaded,
-        )  # fmt: skip
-        self.pausing = Pausing(
-            log=log, clock=clock, loop=self.loop, recorder=self.recorder,
-            on_paused=self.telling.paused,
-            noted=None if self.cluster is None else self.cluster.polling.noted,
-        )  # fmt: skip
-        self.steering = Steering(
-            log=log, clock=clock, loop=self.loop, pausing=self.pausing, cluster=self.cluster,
-            reload=self.signals.reload_asked,  # `crond reload`, as SIGHUP
-        )  # fmt: skip
-        self.steering.backfilling = Backfilling(self.loop, self.recorder, self.spawner)
-        self.chaining = Chaining(self.loop, self.recorder, self.spawner, self.steering.no_chain)
+        # The daemon is the loop's Effects and the recorder's Told (parts.Owner): what the
+        # loop does goes through the methods of "the loop's Effects" below, to the parts.
+        made = parts.make(
+            path, cfg, log, clock, self, state_dir=options.state_dir, replica=options.replica
+        )
+        self.notifier = made.notifier
+        self.named = made.named  # in daemon.started and the store's events
+        self.recorder = made.recorder
+        self.spawner = made.spawner
+        self.loop = made.loop
+        self.view = made.view
+        self.telling = made.telling
+        self.cluster = made.cluster
+        self.heartbeat = made.heartbeat
+        self.serving = made.serving
+        self.signals = made.signals
+        self.pausing = made.pausing
+        self.steering = made.steering
+        self.chaining = made.chaining
         self._settings(cfg)
 
     def _settings(self, cfg: LoadedConfig) -> None:
@@ -190,11 +155,11 @@ class Service:
 
     # --- the state store --------------------------------------------------------------
 
-    def _publish(self) -> None:
+    def publish(self) -> None:
         """The jobs as the daemon now sees them, into the store for `crond status`."""
         self.view.publish(self.cfg.jobs, self.digest)
 
-    def _taken(self, exc: ReplicaTaken) -> None:
+    def replica_taken(self, exc: ReplicaTaken) -> None:
         """A live replica has this one's name (found at start, or when the database first
         answered): this one stops, with exit status 1."""
         print(f"crond: {exc}", file=sys.stderr)
@@ -204,7 +169,7 @@ class Service:
 
     # --- SIGHUP's reload (what the signals do: crond/daemon/signals.py) ----------------
 
-    def _swap(self, new: LoadedConfig, digest: str | None) -> dict[str, Any]:
+    def swap(self, new: LoadedConfig, digest: str | None) -> dict[str, Any]:
         """A reloaded file that passed, swapped in: the reload's outcome."""
         with loader.gc_paused():
             diff = self.loop.load(new.jobs)
@@ -215,7 +180,7 @@ class Service:
         self._settings(new)
         self.log.info("config.reloaded", **events.reloaded(diff.added, diff.removed, diff.changed))
         # For `crond status`, once the new jobs are scheduled: after the loop's next wake.
-        asyncio.get_running_loop().call_soon(self._publish)
+        asyncio.get_running_loop().call_soon(self.publish)
         return reloaded
 
     # --- main -------------------------------------------------------------------------
@@ -252,7 +217,7 @@ class Service:
                 self.telling.reloaded(True)
                 await self.steering.start(socket_path(self.cfg, self.options.state_dir))
                 self.notifier.ready(f"{len(self.cfg.jobs)} jobs")
-                asyncio.get_running_loop().call_soon(self._publish)  # after the first wake
+                asyncio.get_running_loop().call_soon(self.publish)  # after the first wake
                 cluster = self.cluster
                 polling = tasks.create_task(cluster.polling.poll_forever()) if cluster else None
                 await self.loop.run()

@@ -107,28 +107,7 @@ class Loop(Generic[R]):
         say in one sentence why not. With `overlap: replace` and runs going, those are
         stopped and a `Pending` is returned."""
         async with self.lock:
-            return await self._trigger(name)
-
-    async def _trigger(self, name: str) -> R | Pending[R] | str:
-        if self._stopping or self.going.tasks is None:
-            return "the daemon is stopping" if self._stopping else "the daemon is not running"
-        now = self.clock.now()
-        actions = self.core.trigger(name, now, self.going.counts)
-        if isinstance(actions, str):
-            return actions
-        *first, last = actions
-        await self._carry_out(first)
-        if isinstance(last, Replace):
-            pending: Pending[R] = Pending(name)
-            self._replace(last.job, last.slot, pending)
-            return pending
-        assert isinstance(last, Start)
-        claims = await self.effects.claim([(last.job, now)], [], now)
-        reason = claims.refused.get((name, now))
-        if reason is not None:
-            self.core.locks.release(name, now)
-            return TRIGGER_REFUSED[reason].format(name=name)
-        return self.going.start(last.job, now)
+            return await _triggered(self, name)
 
     def kill(self, target: str) -> list[R]:
         """Stop the runs of job `target`, or the run `target` (crond/daemon/going.py)."""
@@ -249,3 +228,28 @@ class Loop(Generic[R]):
         waiting = waiting or bool(core.backfills)
         if not self.running or waiting:
             self._wake.set()
+
+
+async def _triggered(loop: Loop[R], name: str) -> R | Pending[R] | str:
+    """`Loop.trigger`, the loop's lock held: the core's actions for it carried out, then
+    its start claimed (with replicas, against the other replicas) and begun, or its
+    runs replaced. A refused claim gives back the locks the core took for it."""
+    if loop.stopping or loop.going.tasks is None:
+        return "the daemon is stopping" if loop.stopping else "the daemon is not running"
+    now = loop.clock.now()
+    actions = loop.core.trigger(name, now, loop.going.counts)
+    if isinstance(actions, str):
+        return actions
+    *first, last = actions
+    await loop._carry_out(first)
+    if isinstance(last, Replace):
+        pending: Pending[R] = Pending(name)
+        loop._replace(last.job, last.slot, pending)
+        return pending
+    assert isinstance(last, Start)
+    claims = await loop.effects.claim([(last.job, now)], [], now)
+    reason = claims.refused.get((name, now))
+    if reason is not None:
+        loop.core.locks.release(name, now)
+        return TRIGGER_REFUSED[reason].format(name=name)
+    return loop.going.start(last.job, now)
