@@ -2,13 +2,18 @@
 at each end of a run, the children it starts are written with the run's end (the store's
 commit: a crash after it still starts them) and handed to the scheduling core; at start,
 the chained runs a previous daemon recorded and never started are handed over again;
-the chained runs the core dropped (skipped) have their records taken away.
+the chained runs the core dropped (skipped) have their records taken away. With
+replicas the records are the database's (crond/store/pg_chains.py): a replica takes back
+those its previous process left at its start, and, once a heartbeat, those of replicas
+silent for `replica_timeout` (`beat`); each child's run is claimed by its parent's run
+id, so it runs once whichever replica starts it.
 
 `trigger --no-chain` marks its run here: its end starts no child.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, cast
 
 from crond.daemon.stores import FAILED
@@ -20,6 +25,8 @@ if TYPE_CHECKING:
     from crond.daemon.recorder import StoreRecorder
     from crond.daemon.spawning import Spawner
     from crond.run.runner import Run, RunResult
+    from crond.store.postgres import PostgresStore
+    from crond.store.rows import Chained as Row
     from crond.store.sqlite import SqliteStore
 
 
@@ -35,6 +42,8 @@ class Chaining:
         self.no_chain = no_chain  # run ids of `trigger --no-chain` (the control socket's)
         recorder.chains = self.rows
         spawner.parents = loop.core.chains.parents  # the core's own map, shared
+        self._mine = True  # with replicas: its previous process's records not yet taken
+        self._next = 0.0  # (monotonic) the next look for a silent replica's records
 
     def children(self, run: Run, result: RunResult) -> tuple[list[str], Parent]:
         """The children `run`'s end starts (none for `trigger --no-chain`), and what they
@@ -61,12 +70,43 @@ class Chaining:
             self.loop.core.chains.put(children, parent)
 
     def restore(self) -> None:
-        """The chained runs a previous daemon recorded and never started (or skipped)."""
+        """The chained runs a previous daemon recorded and never started (or skipped);
+        with replicas, asked of the database at the first heartbeat (`beat`)."""
         recorder = self.recorder
         if recorder.replica is not None or recorder.store is None:
             return
         rows = recorder.write(lambda store: cast("SqliteStore", store).pending_chained())
-        for row in [] if rows is FAILED else rows:
+        self._put([] if rows is FAILED else rows)
+
+    def beat(self) -> None:
+        """With replicas, once a heartbeat: the chained runs this replica's previous process
+        left (until taken), and those of replicas silent for `replica_timeout` once this
+        one has proved itself alive for as long (crond/daemon/proof.py)."""
+        recorder, clock = self.recorder, self.loop.clock
+        if recorder.replica is None or clock.monotonic() < self._next:
+            return
+        self._next = clock.monotonic() + self.loop.heartbeat.total_seconds()
+        proof, mine = recorder.proof, self._mine
+        timeout = timedelta(seconds=proof.timeout) if proof.judging() else None
+        if not mine and timeout is None:
+            return
+        now = clock.now()
+
+        def adopt(store: object) -> list[Row]:
+            return cast("PostgresStore", store).adopt_chained(now, timeout, mine=mine)
+
+        def back(rows: object) -> None:
+            if isinstance(rows, list):
+                self._mine = self._mine and not mine
+                self._put(rows)
+                if rows:
+                    self.loop.wake()
+
+        recorder.send(adopt, then=back)
+
+    def _put(self, rows: list[Row]) -> None:
+        """Chained runs recorded and not started: the core's, to decide."""
+        for row in rows:
             parent = Parent(row.parent_job, row.parent_run_id, row.outcome, row.exit_code, row.slot)
             self.loop.core.chains.put([row.job], parent)
 
@@ -75,5 +115,5 @@ class Chaining:
         dropped, recorder = self.loop.core.chains.dropped, self.recorder
         if dropped:
             self.loop.core.chains.dropped = []
-            if recorder.replica is None and recorder.store is not None:
+            if recorder.replica is not None or recorder.store is not None:
                 recorder.send(lambda store: cast("SqliteStore", store).drop_chained(dropped))

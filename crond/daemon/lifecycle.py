@@ -125,6 +125,7 @@ class Service:
 
     def beat(self, now: datetime) -> None:
         self.heartbeat.beat(now)
+        self.chaining.beat()  # (with replicas: the chained runs the database keeps)
 
     def decided(self, job: LoadedJob, decision: Decision) -> None:
         self.telling.decided(job, decision)

@@ -95,7 +95,7 @@ class StoreRecorder(ReplicaClaims):
         told: Sequence[tuple[str, datetime]] = (),
         *,
         started: datetime | None = None,
-        chained: Sequence[tuple[str, str]] = (),
+        chained: Mapping[str, str] | None = None,
         limits: Mapping[str, int] | None = None,
         backfills: Mapping[str, str] | None = None,
     ) -> Claims:
@@ -105,18 +105,23 @@ class StoreRecorder(ReplicaClaims):
         missed): the starts that may not start, and why (all of them when the database
         did not answer); the told slots another replica claimed first, and so tells of
         (none when the database did not answer: each replica tells what it saw). Without
-        replicas, the records of the `chained` starts, (child, parent's run id), go too;
+        replicas, the records of the `chained` starts (run id -> parent's run id) go too
+        (with replicas, each is claimed by its parent's run id and its record goes with it);
         `backfills` (run id -> backfill id): the backfills' starts, marked, their progress
         moved in the same commit."""
         at = started or self.clock.now()
         if self.replica is None:
             if starts:
-                more = _kw(chained) | ({"backfills": backfills} if backfills else {})
+                parents = chained or {}
+                of = [(s.job, parents[s.run_id]) for s in starts if s.run_id in parents]
+                more = _kw(of) | ({"backfills": backfills} if backfills else {})
                 ids = self.write(lambda store: store.start_many(starts, at, limits, **more))
                 for start, row_id in zip(starts, [] if ids is FAILED else ids, strict=False):
                     self._prepared[start.run_id] = row_id
             return Claims()
-        return await self.claim(starts, told, at, limits, backfills)
+        return await self.claim(
+            starts, told, at, limits=limits, backfills=backfills, chained=chained
+        )
 
     def started(self, run: Run, attempt: int) -> object:
         if self._held:  # the attempt before, which waited for this one
@@ -153,7 +158,7 @@ class StoreRecorder(ReplicaClaims):
         now = self.clock.now()  # not when it is written: that may be later (held, away)
 
         chained = self.chains(run, result) if self.chains and run.ends_with(result) else []
-        more = _kw(chained) if self.replica is None else {}  # in the end's commit
+        more = _kw(chained)  # in the end's commit
 
         def end(store: Store, release: bool = True) -> LateEnd | None:
             """With replicas, the run's last end (`release`) gives its locks back."""
@@ -214,7 +219,7 @@ class _Row:
 
 
 def _kw(chained: Sequence[object]) -> dict[str, Any]:
-    """The SQLite store's `chained` argument, when there is one (docs/workflows.md)."""
+    """The store's `chained` argument, when there is one (docs/workflows.md)."""
     return {"chained": chained} if chained else {}
 
 

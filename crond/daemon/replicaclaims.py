@@ -29,6 +29,7 @@ from crond.store.base import (
     Start,
     Store,
 )
+from crond.store.rows import AFTER
 
 if TYPE_CHECKING:
     from structlog.typing import FilteringBoundLogger
@@ -89,16 +90,19 @@ class ReplicaClaims(OffLoop):
         starts: Sequence[Start],
         told: Sequence[tuple[str, datetime]],
         at: datetime,
+        *,
         limits: Mapping[str, int] | None = None,
         backfills: Mapping[str, str] | None = None,
+        chained: Mapping[str, str] | None = None,
     ) -> Claims:
         """With replicas, `prepare`'s claims: a wake's starts and told slots (those of a
         job each replica runs are each replica's to tell) in one call of the store, and
-        what came of them."""
+        what came of them. A `chained` start (run id -> its parent's run id) is claimed
+        by its parent's run id, whatever its slot."""
         mine = [key for key in told if key[0] not in self.each_replica]
         if not starts and not mine:
             return Claims()
-        call = _claim(self, starts, mine, at, limits, backfills)
+        call = _claim(self, starts, mine, at, limits, backfills, chained or {})
         claimed = await self.proof.claim(self.ask, call, force=bool(starts))
         if claimed is FAILED:
             self.in_doubt.failed(starts)  # each may have committed all the same
@@ -178,6 +182,7 @@ def _claim(  # noqa: PLR0917  (claim's values)
     at: datetime,
     limits: Mapping[str, int] | None,
     backfills: Mapping[str, str] | None,
+    chained: Mapping[str, str],
 ) -> Callable[[Store], Claimed]:
     """A wake's claims as one call of the store (`Store.claim`); a backfill's start (it
     comes alone) by its backfill's copy of the slot (`claim_backfill`), which holds it
@@ -190,7 +195,11 @@ def _claim(  # noqa: PLR0917  (claim's values)
             ),
             [],
         )
-    copies = [rec.replica or "" if s.job in rec.each_replica else "" for s in starts]
+    copies = [
+        AFTER + chained[s.run_id] if s.run_id in chained
+        else rec.replica or "" if s.job in rec.each_replica else ""
+        for s in starts
+    ]  # fmt: skip
     return lambda store: store.claim(
         starts, mine, at, copies=copies, exclusive=rec.one_at_a_time,
         replacing=rec.replacing, limits=limits, locks=rec.locks,

@@ -113,12 +113,13 @@ class Spawner:
             for job, slot in starts
         }
         records = [Start(name, rid, slot) for (name, slot), rid in self._run_ids.items()]
-        # A chained start takes its record away in the commit that records it.
-        chained = [
-            (name, parent.run_id)
-            for name, slot in self._run_ids
+        # A chained start takes its record away in the commit that records it (run id ->
+        # its parent's run id: with replicas, what its claim is by).
+        chained = {
+            rid: parent.run_id
+            for (name, slot), rid in self._run_ids.items()
             if (parent := self.parents.get((name, slot))) is not None
-        ]
+        }
         limits = {
             job.name: job.settings.max_runs
             for job, _ in starts

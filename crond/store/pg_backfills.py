@@ -16,9 +16,8 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
 from crond.clock import iso_utc
-from crond.store.pg_conn import Connection, utc
+from crond.store.pg_conn import SUMMARY_STARTED, Connection, utc
 from crond.store.pg_locks import Need, lock_rows, take
-from crond.store.pg_write import _SUMMARY_STARTED as SUMMARY_STARTED
 from crond.store.rows import BUSY, DONE, BackfillRow, Claim, Start, backfill_of
 
 # One backfill start, in one statement: the claim (not while the job, run one at a time,

@@ -52,6 +52,17 @@ ATTEMPTS = (
 PAUSES = "SELECT job, since, until, note, who FROM crond_pauses WHERE cluster = %s"
 
 
+# A job's summary shows the attempt just recorded (its start) as its newest.
+SUMMARY_STARTED = """
+INSERT INTO crond_summary (cluster, job, last_id, run_id, slot, attempt, started, replica)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (cluster, job) DO UPDATE SET last_id = excluded.last_id, run_id = excluded.run_id,
+    slot = excluded.slot, attempt = excluded.attempt, started = excluded.started,
+    replica = excluded.replica, finished = NULL, outcome = NULL, exit_code = NULL,
+    duration_s = NULL
+"""
+
+
 class Connection:
     """A store's connection to its database, for one thread (the event loop's), and the
     transactions its calls run in. `read_only`: every transaction is (`crond status`)."""

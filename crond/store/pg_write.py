@@ -16,9 +16,12 @@ import psycopg
 
 from crond.clock import iso_utc
 from crond.store.base import BUSY, DONE, AttemptRow, Claim, Claimed, Start
+from crond.store.pg_chains import record
+from crond.store.pg_chains import started as started_chained
 from crond.store.pg_cluster import CLOSE_LOST
-from crond.store.pg_conn import Connection, attempt_of, utc
+from crond.store.pg_conn import SUMMARY_STARTED, Connection, attempt_of, utc
 from crond.store.pg_locks import RELEASE_RUN, Need, lock_rows, release_own, take
+from crond.store.rows import AFTER, Chained
 
 # A slot's claims are exclusive whatever each replica's file says of the job (a rolling
 # change of `replicas`): a `one` claim is the slot's row of copy "", which any claim of the
@@ -38,8 +41,9 @@ _CLAIM = """
 WITH claim AS (
     INSERT INTO crond_claims (cluster, job, slot, copy, replica, run_id, claimed)
     SELECT %(cluster)s, %(job)s, %(slot)s, %(copy)s, %(replica)s, %(run_id)s, %(started)s
-    WHERE %(copy)s = '' OR EXISTS (SELECT 1 FROM crond_claims WHERE cluster = %(cluster)s
-        AND job = %(job)s AND slot = %(slot)s AND copy = '' AND each)
+    WHERE %(copy)s = '' OR %(after)s OR EXISTS (SELECT 1 FROM crond_claims
+        WHERE cluster = %(cluster)s AND job = %(job)s AND slot = %(slot)s AND copy = ''
+        AND each)
     ON CONFLICT DO NOTHING RETURNING 1
 ), busy AS (
     SELECT %(exclusive)s AND EXISTS (SELECT 1 FROM crond_attempts WHERE cluster = %(cluster)s
@@ -87,14 +91,6 @@ UPDATE crond_attempts SET
 WHERE id = %(id)s AND cluster = %(cluster)s AND run_id = coalesce(%(run_id)s, run_id)
     AND job = %(job)s
 RETURNING run_id, started, outcome = 'lost' AND late_finished IS NOT NULL, finished
-"""
-_SUMMARY_STARTED = """
-INSERT INTO crond_summary (cluster, job, last_id, run_id, slot, attempt, started, replica)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (cluster, job) DO UPDATE SET last_id = excluded.last_id, run_id = excluded.run_id,
-    slot = excluded.slot, attempt = excluded.attempt, started = excluded.started,
-    replica = excluded.replica, finished = NULL, outcome = NULL, exit_code = NULL,
-    duration_s = NULL
 """
 
 
@@ -179,10 +175,14 @@ class Runs(Connection):
         output: Sequence[str],
         keep: int | None = None,
         release: bool = False,
+        chained: Sequence[Chained] = (),
     ) -> datetime | None:
         """An attempt's end; with `release`, its run's last: the locks the run holds are
-        given back in the same commit (pg_locks.py)."""
+        given back in the same commit (pg_locks.py), and the `chained` runs it starts are
+        recorded in it (pg_chains.py)."""
         with self._transaction() as cur:
+            if chained:
+                record(cur, self.cluster, self._replica, chained)
             cur.execute(_FINISH, {
                 "finished": finished, "outcome": outcome, "exit_code": exit_code,
                 "duration_s": duration_s, "output": json.dumps(list(output)), "id": row_id,
@@ -243,7 +243,7 @@ class Runs(Connection):
             (self.cluster, run_id, job, slot, attempt, started, self._replica),
         )
         row_id = int(cur.fetchone()[0])  # type: ignore[index]
-        cur.execute(_SUMMARY_STARTED, (self.cluster, job, row_id, run_id, iso_utc(slot),
+        cur.execute(SUMMARY_STARTED, (self.cluster, job, row_id, run_id, iso_utc(slot),
                                        attempt, iso_utc(started), self._replica))  # fmt: skip
         return row_id
 
@@ -331,10 +331,11 @@ class Claiming(Runs):
                 if i < 0:
                     got[-1 - i] = self._claim_told(cur, job, slot, started)
                     continue
+                after = copy.startswith(AFTER)  # a chained run's: by its parent's run id
                 values = {
                     "cluster": self.cluster, "job": job, "slot": slot, "copy": copy,
                     "replica": self._replica, "run_id": starts[i][1], "started": started,
-                    "exclusive": not copy and job in exclusive,
+                    "exclusive": (not copy or after) and job in exclusive, "after": after,
                 }  # fmt: skip
                 limit = None if copy or limits is None else limits.get(job)
                 needs = locks.get(job, ()) if locks else ()
@@ -345,8 +346,10 @@ class Claiming(Runs):
                 if i >= 0 and isinstance(ids[i], int)
             )
             for (job, run_id, slot), row_id, copy in won:
-                cur.execute(_SUMMARY_STARTED, (self.cluster, job, row_id, run_id,
+                cur.execute(SUMMARY_STARTED, (self.cluster, job, row_id, run_id,
                     iso_utc(slot), 1, iso_utc(started), self._replica))  # fmt: skip
+                if copy.startswith(AFTER):
+                    started_chained(cur, self.cluster, job, copy)
                 if job in replacing and not copy:
                     who = json.dumps({"overlap": "replace", "run_id": run_id})
                     cur.execute(_REPLACE, (who, self._replica, started, self.cluster, job,
@@ -365,7 +368,7 @@ class Claiming(Runs):
         has had them all."""
         if limit is not None or needs:
             cur.execute("SAVEPOINT crond_count")
-        if values["copy"]:
+        if values["copy"] and not values["after"]:  # (a chained run has no anchor)
             cur.execute(_ANCHOR, values)
         cur.execute(_CLAIM, values)
         claimed, busy, row_id = cur.fetchone()

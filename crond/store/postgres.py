@@ -31,6 +31,7 @@ from crond.store import schema_pg
 from crond.store.base import StateError, ViewRow
 from crond.store.pg_abandon import Abandons
 from crond.store.pg_backfills import Backfills
+from crond.store.pg_chains import ChainedRows
 from crond.store.pg_cluster import ClusterRows
 from crond.store.pg_conn import patient, text
 from crond.store.pg_follow import TailWrites
@@ -52,11 +53,14 @@ _VIEW_KEYS = "pos, job, enabled, schedule, next_at, next_text, next_local, next_
 _READER = ""
 
 
-class PostgresStore(Claiming, Abandons, Backfills, Pauses, Outbox, ClusterRows, TailWrites, Reads):
+class PostgresStore(
+    Claiming, Abandons, ChainedRows, Backfills, Pauses, Outbox, ClusterRows, TailWrites, Reads
+):
     """The store of one replica of a cluster, in a PostgreSQL database (base.Store,
     base.Replicated), or a cluster read by `crond status` (`reader`: base.ClusterReader).
     Its parts, each over the one Connection of pg_conn.py: Claiming and its Runs
     (pg_write.py: claims, starts, ends), Abandons (pg_abandon.py: claims in doubt),
+    ChainedRows (pg_chains.py: chained runs not yet started),
     Pauses and Outbox (pg_records.py), ClusterRows (pg_cluster.py: heartbeats, lost
     replicas, kill requests), Reads (pg_read.py: status and history); the view is here.
     Not thread-safe: use it from one thread (the event loop's)."""

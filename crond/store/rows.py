@@ -70,6 +70,11 @@ class Start(NamedTuple):
     slot: datetime
 
 
+# The copy of a chained run's claim, before its parent's run id (with replicas: each child
+# run of a parent's end claimed once, whichever replica claims it; docs/workflows.md).
+AFTER = "after:"
+
+
 class Chained(NamedTuple):
     """A chained run not yet started (docs/workflows.md): the child, and its parent's end."""
 

@@ -121,7 +121,11 @@ _BACKFILLS = (
 # locked (FOR UPDATE, in the order of names) by each claim that needs it, so its holders
 # are counted by one claim at a time; a run's holds are rows of crond_lock_holds, taken in
 # the transaction that claims its slot and deleted at its run's end, or when its replica
-# is found dead or its runs are closed lost (crond/store/pg_locks.py).
+# is found dead or its runs are closed lost (crond/store/pg_locks.py). And the chained
+# runs (docs/workflows.md): one row a child's run a parent's end starts, inserted in the
+# commit of that end, deleted in the commit that claims the child's run (copy
+# 'after:PARENT_RUN_ID': once, whichever replica) or when it is dropped; `replica` the one
+# to start it, whose rows a survivor takes over when it is found dead (crond/store/pg_chains.py).
 _LOCKS = (
     """CREATE TABLE IF NOT EXISTS crond_locks (
         cluster text NOT NULL,
@@ -141,6 +145,17 @@ _LOCKS = (
     "CREATE INDEX IF NOT EXISTS crond_lock_holds_run ON crond_lock_holds (cluster, run_id)",
     """CREATE INDEX IF NOT EXISTS crond_lock_holds_replica ON crond_lock_holds
         (cluster, replica)""",
+    """CREATE TABLE IF NOT EXISTS crond_chained (
+        cluster text NOT NULL,
+        job text NOT NULL,
+        parent_run_id text NOT NULL,
+        parent_job text NOT NULL,
+        outcome text NOT NULL,
+        exit_code integer,
+        slot timestamptz NOT NULL,
+        replica text NOT NULL,
+        PRIMARY KEY (cluster, job, parent_run_id)
+    )""",
 )
 # version -> the statements that bring it to version + 1.
 UPGRADES: dict[int, tuple[str, ...]] = {
