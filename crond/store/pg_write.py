@@ -118,8 +118,8 @@ class Runs(Connection):
         started: datetime,
         cursor: datetime,
     ) -> int:
-        """Records without a claim: a retry (its run was claimed), or a run that is no
-        slot's."""
+        """Records without a claim: a retry (its run was claimed; of its first attempt's
+        kind), or a run that is no slot's."""
         with self._transaction() as cur:
             row_id = self._record_start(cur, job, run_id, slot, attempt, started)
             self._move_cursors(cur, [(job, cursor)])
@@ -230,11 +230,16 @@ class Runs(Connection):
         attempt: int,
         started: datetime,
     ) -> int:
+        """A later attempt is of the same kind as its run's first (a backfill's retry is
+        the backfill's), read in the insert itself (a first attempt finds none: NULL)."""
         cur.execute(
-            "INSERT INTO crond_attempts (cluster, run_id, job, slot, attempt, started, replica) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (self.cluster, run_id, job, slot, attempt, started, self._replica),
-        )
+            "INSERT INTO crond_attempts (cluster, run_id, job, slot, attempt, started, replica, "
+            "kind) SELECT %s, %s, %s, %s, %s, %s, %s, (SELECT kind FROM crond_attempts "
+            "WHERE cluster = %s AND job = %s AND run_id = %s AND attempt = 1 LIMIT 1) "
+            "RETURNING id",
+            (self.cluster, run_id, job, slot, attempt, started, self._replica, self.cluster,
+             job, run_id),
+        )  # fmt: skip
         row_id = int(cur.fetchone()[0])  # type: ignore[index]
         cur.execute(_SUMMARY_STARTED, (self.cluster, job, row_id, run_id, iso_utc(slot),
                                        attempt, iso_utc(started), self._replica))  # fmt: skip
