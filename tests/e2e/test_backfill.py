@@ -11,6 +11,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from crond.clock import iso_utc
 from crond.store import sqlite
 from tests.e2e.harness import CROND, Crond, run_cli
 from tests.e2e.replicas import Replica, attempts, schedules, start_replica
@@ -181,7 +182,8 @@ def test_two_replicas_run_each_slot_of_one_backfill_once(
     tmp_path: Path, group: list[Replica], pg_url: str
 ) -> None:
     """The backfill begun on r0 is driven by both (r1 takes it up at its heartbeat): each
-    slot claimed once across them, never two runs of the job at once, oldest first."""
+    slot claimed once across them, never two runs of the job at once, oldest first; and
+    each logs it finished, whichever ran its last slot (not cancelled: it was not)."""
     out = tmp_path / "stamps"
     job = f"""\
         stamp: {{cron: '* * * * *', command: 'echo "$CROND_SLOT" >> {out}; sleep 0.2'}}
@@ -195,8 +197,18 @@ def test_two_replicas_run_each_slot_of_one_backfill_once(
                 str(r0.socket))  # fmt: skip
     assert begun.returncode == 0, begun.stderr
     r1.daemon.wait_for("backfill.resumed", timeout=20)  # r1 took it up
-    r0.daemon.wait_for("backfill.finished", timeout=60)
+    for r in (r0, r1):  # each with its own tally: no run failed
+        ended = r.daemon.wait_for("backfill.finished", timeout=30)
+        assert (ended["slots"], ended["failed"]) == (20, 0)
+        assert not r.daemon.named("backfill.cancelled")
     rows = [a for a in attempts(pg_url, job="stamp") if a.slot < FROM + timedelta(hours=1)]
+    # r0 began it: it tells of every slot, with the outcome of those it ran.
+    told = [
+        (e["slot"], e["outcome"] is not None) for e in r0.daemon.named("backfill.slot_finished")
+    ]
+    assert told == [
+        (iso_utc(a.slot), a.replica == "r0") for a in sorted(rows, key=lambda a: a.slot)
+    ]
     assert sorted(a.slot for a in rows) == [FROM + timedelta(minutes=m) for m in range(20)]
     assert stamps(out)[:20] == [iso(m) for m in range(20)]  # once each, oldest first
     assert len(stamps(out)) == 20
