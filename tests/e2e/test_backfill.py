@@ -13,7 +13,7 @@ from pathlib import Path
 
 from crond.clock import iso_utc
 from crond.store import sqlite
-from tests.e2e.harness import CROND, Crond, run_cli
+from tests.e2e.harness import CROND, Crond, eventually, run_cli
 from tests.e2e.replicas import Replica, attempts, schedules, start_replica
 from tests.e2e.test_daemon import start
 
@@ -215,3 +215,31 @@ def test_two_replicas_run_each_slot_of_one_backfill_once(
     spans = sorted((a.started, a.finished) for a in rows)
     assert all(end is not None and end <= nxt for (_, end), (nxt, _) in itertools.pairwise(spans))
     assert {a.replica for a in rows} <= {"r0", "r1"}
+
+
+def test_a_kill_on_one_replica_cancels_the_backfill_on_both(
+    tmp_path: Path, group: list[Replica], pg_url: str
+) -> None:
+    """`crond kill FILE JOB` asked of r0 stops the backfill for the cluster: r0 logs it
+    cancelled (reason `kill`), r1 too once it finds it ended (reason `cluster`, not
+    finished), and no later slot runs on either."""
+    out = tmp_path / "stamps"
+    command = f'echo "$CROND_SLOT" >> {out}; case "$CROND_SLOT" in {iso(3)}) sleep 60;; esac'
+    f = schedules(
+        tmp_path / "s.yaml", pg_url, f"stamp: {{cron: '* * * * *', command: '{command}'}}"
+    )
+    r0 = start_replica(group, f, "r0", tmp_path)
+    r1 = start_replica(group, f, "r1", tmp_path)
+    for r in (r0, r1):
+        r.daemon.wait_for("daemon.started", timeout=20)
+    begun = cli("backfill", str(f), "stamp", "--from", iso(0), "--to", iso(10), "--socket",
+                str(r0.socket))  # fmt: skip
+    assert begun.returncode == 0, begun.stderr
+    r1.daemon.wait_for("backfill.resumed", timeout=20)
+    eventually(lambda: iso(3) in stamps(out), timeout=30, what="the slot that sleeps began")
+    killed = cli("kill", str(f), "stamp", "--socket", str(r0.socket))
+    assert killed.returncode == 0, killed.stderr
+    assert r0.daemon.wait_for("backfill.cancelled", timeout=10)["reason"] == "kill"
+    assert r1.daemon.wait_for("backfill.cancelled", timeout=10)["reason"] == "cluster"
+    assert not [r for r in (r0, r1) if r.daemon.named("backfill.finished")]
+    assert stamps(out) == [iso(m) for m in range(4)]  # nothing after the kill
