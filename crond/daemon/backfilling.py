@@ -100,7 +100,7 @@ class Backfilling:
     def take_up(self, row: BackfillRow, job: LoadedJob, **via: str) -> Backfill:
         """A backfill kept in the store, gone on with here after the last slot it started
         (`backfill.resumed`); unless all its slots were started (it is returned)."""
-        backfill = _of_row(row, job)
+        backfill = _of_row(row, job, adopted=bool(via))
         if not backfill.finished:
             self.core.add(backfill)
             self.loop.wake()
@@ -124,21 +124,23 @@ class Backfilling:
         self.adopting.beat()
         for gone in [b.job for b in self.core.by_job.values() if b.job not in entries]:
             self.cancel(gone, None, "removed")
-        for job, slot in self.core.ready(now, loop.going.counts) if self.core else ():
-            claims = await loop.effects.claim([(job, slot)], [], now)
-            reason = claims.refused.get((job.name, slot))
-            if reason is None:
-                run = loop.going.start(job, slot)
-                self._runs[run.run_id] = self.core.by_job[job.name]
-                loop.going.own(self._watch(run))
-                continue
-            if reason == "done":  # with replicas: it ended through another replica
-                self.core.refused(job.name, slot, "taken", now)
-                self.cancel(job.name, None, "cluster")
-                continue
-            done = self.core.refused(job.name, slot, reason, now)
-            if done is not None:
-                self._counted(done, slot, None, None)
+        # Again while one is ready: a slot another replica ran (`taken`) is passed at once.
+        while self.core and (ready := self.core.ready(now, loop.going.counts)):
+            for job, slot in ready:
+                claims = await loop.effects.claim([(job, slot)], [], now)
+                reason = claims.refused.get((job.name, slot))
+                if reason is None:
+                    run = loop.going.start(job, slot)
+                    self._runs[run.run_id] = self.core.by_job[job.name]
+                    loop.going.own(self._watch(run))
+                    continue
+                if reason == "done":  # ended through another replica: not run here
+                    self.core.refused(job.name, slot, "database", now)
+                    self.adopting.ended(job.name)
+                    continue
+                done = self.core.refused(job.name, slot, reason, now)
+                if done is not None:
+                    self._counted(done, slot, None, None)
 
     async def _watch(self, run: Run) -> None:
         """A backfill's run: its end counted (and the loop woken for the next slot)."""
@@ -237,7 +239,8 @@ class Backfilling:
 class Adopting:
     """With replicas (docs/schedules.md, "Backfill"): once a heartbeat, the backfills begun
     through another replica are driven here too (each slot's claim decides which replica
-    runs it), and those ended through another one end here."""
+    runs it), and those ended through another one end here as they ended there: finished
+    (whichever replica ran the last slot, each logs it finished) or cancelled."""
 
     def __init__(self, filling: Backfilling) -> None:
         self.filling = filling
@@ -257,13 +260,39 @@ class Adopting:
         filling, going = self.filling, {row.id for row in rows}
         for backfill in list(filling.core.by_job.values()):
             if backfill.id in known and backfill.id not in going and backfill.current is None:
-                filling.cancel(backfill.job, None, "cluster")
+                self.ended(backfill.job)
         jobs = filling.loop.core.schedule.entries
         for row in rows:
             entry = jobs.get(row.job)
             taken = row.job in filling.core.by_job or row.id in filling.ended_here
             if entry is not None and not taken:
                 filling.take_up(row, entry.job, via="cluster")
+
+    def ended(self, name: str) -> None:
+        """`name`'s backfill runs no more in the cluster: it starts nothing here while the
+        store is asked how it ended."""
+        backfill = self.filling.core.by_job.get(name)
+        if backfill is None or backfill.ending:
+            return
+        backfill.ending = True
+        read = lambda store: _records(store).backfills(going=False)  # noqa: E731
+        self.filling.recorder.send(read, then=lambda rows: self._ended_as(backfill, rows))
+
+    def _ended_as(self, backfill: Backfill, rows: list[BackfillRow] | object) -> None:
+        """Finished there: every slot was started, those left here on another replica
+        (each told, `outcome` null), and it finishes here; cancelled there (`crond kill`):
+        cancelled here, reason `cluster`. The store not answering: asked again."""
+        filling, core = self.filling, self.filling.core
+        backfill.ending = False
+        if core.by_job.get(backfill.job) is not backfill or not isinstance(rows, list):
+            return  # (stopped here meanwhile; or no answer: the next claim or poll asks)
+        if next((r.state for r in rows if r.id == backfill.id), None) != "finished":
+            filling.cancel(backfill.job, None, "cluster")
+            return
+        while backfill.left:
+            slot = backfill.current = backfill.left.popleft()
+            core.ended(backfill.job, slot, None)
+            filling._counted(backfill, slot, None, None)
 
 
 class Followers:
@@ -337,16 +366,18 @@ def _planned(job: LoadedJob, start: datetime, end: datetime, now: datetime) -> B
     return Backfill(new_run_id(now), job.name, start, end, slots, len(slots))
 
 
-def _of_row(row: BackfillRow, job: LoadedJob) -> Backfill:
-    """A backfill kept in the store, as it goes on: the slots after its last started."""
+def _of_row(row: BackfillRow, job: LoadedJob, *, adopted: bool = False) -> Backfill:
+    """A backfill kept in the store, as it goes on: the slots after its last started. Its
+    runs not counted yet were left going by a previous daemon (closed `lost`: failed);
+    `adopted` from another replica, they go on there (counted there: elsewhere)."""
     fires = backfill_slots(job.make_timing(), row.range_from, row.range_to)
     after = row.last_slot
     left = deque(f.at for f in fires if after is None or f.at > after)
-    lost = row.started - row.succeeded - row.failed  # runs left going: closed `lost`
-    failed = row.failed + max(0, lost)
+    going = max(0, row.started - row.succeeded - row.failed)
     return Backfill(
         row.id, row.job, row.range_from, row.range_to, left, row.total,
-        succeeded=row.succeeded, failed=failed,
+        succeeded=row.succeeded, failed=row.failed + (0 if adopted else going),
+        elsewhere=going if adopted else 0,
     )  # fmt: skip
 
 

@@ -54,6 +54,7 @@ class Backfill:
     elsewhere: int = 0  # with replicas: slots another replica ran (told there)
     current: datetime | None = None  # the slot whose run is going
     retry_at: datetime | None = None  # a claim the database did not answer: not before
+    ending: bool = False  # with replicas: ended through another replica (how: being read)
 
     @property
     def done(self) -> int:
@@ -116,7 +117,7 @@ class Backfills:
         starts: list[tuple[LoadedJob, datetime]] = []
         total = sum(running.values())
         for backfill in list(self.by_job.values()):
-            if backfill.current is not None or not backfill.left:
+            if backfill.current is not None or not backfill.left or backfill.ending:
                 continue
             entry = self.schedule.entries.get(backfill.job)
             if entry is None:  # (removed by a reload: the shell cancels it)

@@ -115,8 +115,8 @@ class Runs(Connection):
         started: datetime,
         cursor: datetime,
     ) -> int:
-        """Records without a claim: a retry (its run was claimed), or a run that is no
-        slot's."""
+        """Records without a claim: a retry (its run was claimed; of its first attempt's
+        kind), or a run that is no slot's."""
         with self._transaction() as cur:
             row_id = self._record_start(cur, job, run_id, slot, attempt, started)
             self._move_cursors(cur, [(job, cursor)])
@@ -137,30 +137,9 @@ class Runs(Connection):
                     cur.execute(_COUNT, values)
             return ids
 
-    def finish(
-        self,
-        row_id: int,
-        *,
-        job: str,
-        run_id: str | None = None,
-        finished: datetime,
-        outcome: str,
-        exit_code: int | None,
-        duration_s: float,
-        output: Sequence[str],
-        keep: int | None = None,
-    ) -> None:
-        self.end(
-            row_id,
-            job=job,
-            run_id=run_id,
-            finished=finished,
-            outcome=outcome,
-            exit_code=exit_code,
-            duration_s=duration_s,
-            output=output,
-            keep=keep,
-        )
+    def finish(self, row_id: int, **kw: Any) -> None:
+        """`end`, its late end unsaid (base.RunRecords.finish)."""
+        self.end(row_id, **kw)
 
     def end(
         self,
@@ -237,11 +216,16 @@ class Runs(Connection):
         attempt: int,
         started: datetime,
     ) -> int:
+        """A later attempt is of the same kind as its run's first (a backfill's retry is
+        the backfill's), read in the insert itself (a first attempt finds none: NULL)."""
         cur.execute(
-            "INSERT INTO crond_attempts (cluster, run_id, job, slot, attempt, started, replica) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (self.cluster, run_id, job, slot, attempt, started, self._replica),
-        )
+            "INSERT INTO crond_attempts (cluster, run_id, job, slot, attempt, started, replica, "
+            "kind) SELECT %s, %s, %s, %s, %s, %s, %s, (SELECT kind FROM crond_attempts "
+            "WHERE cluster = %s AND job = %s AND run_id = %s AND attempt = 1 LIMIT 1) "
+            "RETURNING id",
+            (self.cluster, run_id, job, slot, attempt, started, self._replica, self.cluster,
+             job, run_id),
+        )  # fmt: skip
         row_id = int(cur.fetchone()[0])  # type: ignore[index]
         cur.execute(SUMMARY_STARTED, (self.cluster, job, row_id, run_id, iso_utc(slot),
                                        attempt, iso_utc(started), self._replica))  # fmt: skip

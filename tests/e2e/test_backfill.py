@@ -11,8 +11,9 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from crond.clock import iso_utc
 from crond.store import sqlite
-from tests.e2e.harness import CROND, Crond, run_cli
+from tests.e2e.harness import CROND, Crond, eventually, run_cli
 from tests.e2e.replicas import Replica, attempts, schedules, start_replica
 from tests.e2e.test_daemon import start
 
@@ -181,7 +182,8 @@ def test_two_replicas_run_each_slot_of_one_backfill_once(
     tmp_path: Path, group: list[Replica], pg_url: str
 ) -> None:
     """The backfill begun on r0 is driven by both (r1 takes it up at its heartbeat): each
-    slot claimed once across them, never two runs of the job at once, oldest first."""
+    slot claimed once across them, never two runs of the job at once, oldest first; and
+    each logs it finished, whichever ran its last slot (not cancelled: it was not)."""
     out = tmp_path / "stamps"
     job = f"""\
         stamp: {{cron: '* * * * *', command: 'echo "$CROND_SLOT" >> {out}; sleep 0.2'}}
@@ -195,11 +197,49 @@ def test_two_replicas_run_each_slot_of_one_backfill_once(
                 str(r0.socket))  # fmt: skip
     assert begun.returncode == 0, begun.stderr
     r1.daemon.wait_for("backfill.resumed", timeout=20)  # r1 took it up
-    r0.daemon.wait_for("backfill.finished", timeout=60)
+    for r in (r0, r1):  # each with its own tally: no run failed
+        ended = r.daemon.wait_for("backfill.finished", timeout=30)
+        assert (ended["slots"], ended["failed"]) == (20, 0)
+        assert not r.daemon.named("backfill.cancelled")
     rows = [a for a in attempts(pg_url, job="stamp") if a.slot < FROM + timedelta(hours=1)]
+    # r0 began it: it tells of every slot, with the outcome of those it ran.
+    told = [
+        (e["slot"], e["outcome"] is not None) for e in r0.daemon.named("backfill.slot_finished")
+    ]
+    assert told == [
+        (iso_utc(a.slot), a.replica == "r0") for a in sorted(rows, key=lambda a: a.slot)
+    ]
     assert sorted(a.slot for a in rows) == [FROM + timedelta(minutes=m) for m in range(20)]
     assert stamps(out)[:20] == [iso(m) for m in range(20)]  # once each, oldest first
     assert len(stamps(out)) == 20
     spans = sorted((a.started, a.finished) for a in rows)
     assert all(end is not None and end <= nxt for (_, end), (nxt, _) in itertools.pairwise(spans))
     assert {a.replica for a in rows} <= {"r0", "r1"}
+
+
+def test_a_kill_on_one_replica_cancels_the_backfill_on_both(
+    tmp_path: Path, group: list[Replica], pg_url: str
+) -> None:
+    """`crond kill FILE JOB` asked of r0 stops the backfill for the cluster: r0 logs it
+    cancelled (reason `kill`), r1 too once it finds it ended (reason `cluster`, not
+    finished), and no later slot runs on either."""
+    out = tmp_path / "stamps"
+    command = f'echo "$CROND_SLOT" >> {out}; case "$CROND_SLOT" in {iso(3)}) sleep 60;; esac'
+    f = schedules(
+        tmp_path / "s.yaml", pg_url, f"stamp: {{cron: '* * * * *', command: '{command}'}}"
+    )
+    r0 = start_replica(group, f, "r0", tmp_path)
+    r1 = start_replica(group, f, "r1", tmp_path)
+    for r in (r0, r1):
+        r.daemon.wait_for("daemon.started", timeout=20)
+    begun = cli("backfill", str(f), "stamp", "--from", iso(0), "--to", iso(10), "--socket",
+                str(r0.socket))  # fmt: skip
+    assert begun.returncode == 0, begun.stderr
+    r1.daemon.wait_for("backfill.resumed", timeout=20)
+    eventually(lambda: iso(3) in stamps(out), timeout=30, what="the slot that sleeps began")
+    killed = cli("kill", str(f), "stamp", "--socket", str(r0.socket))
+    assert killed.returncode == 0, killed.stderr
+    assert r0.daemon.wait_for("backfill.cancelled", timeout=10)["reason"] == "kill"
+    assert r1.daemon.wait_for("backfill.cancelled", timeout=10)["reason"] == "cluster"
+    assert not [r for r in (r0, r1) if r.daemon.named("backfill.finished")]
+    assert stamps(out) == [iso(m) for m in range(4)]  # nothing after the kill

@@ -192,6 +192,28 @@ def test_start_many_and_claim_record_a_wakes_runs(opener: Opener) -> None:
         store.claim(claims, [], later, copies=[""])
 
 
+def test_a_retry_of_a_backfills_run_is_marked_backfill_too(opener: Opener) -> None:
+    """Attempt 2 takes its run's kind from attempt 1 (`crond history` shows it)."""
+    store = opener()
+    assert isinstance(store, base.BackfillRecords)
+    slot = T0 - timedelta(days=1)
+    assert store.backfill_add(base.BackfillRow(
+        "bf1", "a", slot, slot + timedelta(hours=1), 60, 0, None, slot, 0, 0, "running", T0,
+        None, ALICE,
+    ))  # fmt: skip
+    (first,) = store.claim_backfill([base.Start("a", "bf-run", slot)], {"bf-run": "bf1"}, T0)
+    assert isinstance(first, int)
+    _finish(store, first, "a", "failed")
+    store.start("a", run_id="sched", slot=T0, attempt=1, started=T0, cursor=T0)
+    store.start("a", run_id="bf-run", slot=slot, attempt=2, started=T0, cursor=slot)
+    store.start("a", run_id="sched", slot=T0, attempt=2, started=T0, cursor=T0)
+    kinds = [(a.run_id, a.attempt, a.kind) for a in store.recent("a", 10)]
+    assert kinds == [
+        ("bf-run", 1, "backfill"), ("sched", 1, None), ("bf-run", 2, "backfill"),
+        ("sched", 2, None),
+    ]  # fmt: skip
+
+
 def test_status_follows_the_summaries_and_the_view(opener: Opener) -> None:
     store = opener()
 
