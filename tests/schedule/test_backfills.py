@@ -260,3 +260,14 @@ def test_a_retry_is_a_wake_of_its_own() -> None:
     Fill(1, ["a@-300"], refused="database")(shell)
     assert shell.core.backfills.wake_at() == at(1) + RETRY
     assert shell.core.wake_at(at(0) - at(0)) == at(1) + RETRY
+
+
+def test_a_backfill_ending_through_another_replica_starts_no_slot_meanwhile() -> None:
+    """With replicas, a backfill found no longer running in the cluster waits for how it
+    ended to be read (`ending`): none of its slots left starts meanwhile."""
+    shell = Shell(jobs(A))
+    Begin("a", (-300, -240))(shell)
+    shell.core.backfills.by_job["a"].ending = True
+    Fill(1, [])(shell)
+    shell.core.backfills.by_job["a"].ending = False
+    Fill(2, ["a@-300"])(shell)
