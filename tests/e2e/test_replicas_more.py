@@ -28,7 +28,7 @@ from tests.e2e.replicas import (
     schedules,
     start_replica,
 )
-from tests.e2e.test_state import wait_for_phase
+from tests.e2e.test_store import wait_for_phase
 from tests.pg import server as pg
 
 SECOND = timedelta(seconds=1)
