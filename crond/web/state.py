@@ -108,7 +108,10 @@ class _Next(NamedTuple):
     local: str | None
 
 
-class Cluster(NamedTuple):
+class ClusterPage(NamedTuple):
+    """What the dashboard's cluster page shows: the replicas, now, this file's digest and the
+    timeout after which a silent replica counts as dead."""
+
     replicas: list[ReplicaRow]
     now: datetime
     digest: str
@@ -300,7 +303,7 @@ class Source:
         finally:
             reader.close()
 
-    def cluster(self) -> Cluster | None:
+    def cluster(self) -> ClusterPage | None:
         """The replicas of the file's cluster; None without a database. Raises StateError."""
         reader = self.open()
         try:
@@ -309,7 +312,7 @@ class Source:
             replicas, now = reader.replicas(), reader.clock()
         finally:
             reader.close()
-        return Cluster(replicas, now, self.digest(), self.cfg.daemon.replica_timeout)
+        return ClusterPage(replicas, now, self.digest(), self.cfg.daemon.replica_timeout)
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
