@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from crond.clock import Clock
 from crond.config.loaded import LoadedConfig
@@ -31,6 +31,7 @@ from crond.daemon.stores import FAILED, Opener
 from crond.schedule.actions import Claims
 from crond.store.base import (
     AttemptRow,
+    Replicated,
     Start,
     Store,
     ViewRow,
@@ -163,6 +164,8 @@ class StoreRecorder(ReplicaClaims):
         def end(store: Store, release: bool = True) -> LateEnd | None:
             """With replicas, the run's last end (`release`) gives its locks back."""
             row = _row_of(token)  # None: its start was never written
+            if row is None and release and self.replica is not None:
+                cast(Replicated, store).release_locks(run.run_id)  # (held since its claim)
             last = {"release": release} if self.replica is not None else {}
             lost_at = None if row is None else store.end(
                 row, job=run.job, run_id=run.run_id, finished=now,

@@ -137,7 +137,7 @@ class Core:
         the start waits and is tried again (an older waiting start of the job is missed).
         "lock": other replicas' runs fill a lock (`Locks.refused`). Either way its locks,
         if it took them here, are given back."""
-        self.locks.release(job.name, slot)
+        self.locks.release(job.name, slot, wake=reason != "lock")
         if reason == "lock":
             return self.locks.refused(job, slot, now)
         if reason == "database":

@@ -109,14 +109,17 @@ class Locks:
         self._taken.setdefault((job.name, slot), []).append(names)
         return True
 
-    def release(self, name: str, slot: datetime) -> bool:
+    def release(self, name: str, slot: datetime, *, wake: bool = True) -> bool:
         """A run of job `name` for `slot` ended (or never started): its locks are given
-        back. Whether it held any (a run that held none gives back nothing)."""
+        back. Whether it held any (a run that held none gives back nothing). Not `wake`:
+        a run the database refused for its locks (held elsewhere, so no waiting run here
+        may take them now: it asks again `RETRY` later, not at once)."""
         taken = self._taken.get((name, slot))
         if not taken:
             return False
         names = taken.pop()
-        self._freed = bool(self._items)  # a waiting run may take them: wake at once
+        if wake:
+            self._freed = bool(self._items)  # a waiting run may take them: wake at once
         if not taken:
             del self._taken[(name, slot)]
         for lock in names:

@@ -35,6 +35,10 @@ class Abandons(Connection):
                             "AND job = %s AND runs > 0", (self.cluster, job))  # fmt: skip
         return len(gone)
 
+    def release_locks(self, run_id: str) -> None:
+        with self._transaction() as cur:
+            release_runs(cur, self.cluster, [run_id])
+
     def _summary_back(self, cur: psycopg.Cursor[Any], job: str, row_id: int) -> None:
         """The job's summary, if it showed the attempt `row_id` just removed, shows the
         attempt before it (none left: no summary)."""

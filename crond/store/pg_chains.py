@@ -6,8 +6,9 @@ none of them and doubles none.
 - The end of a parent's run inserts one row a child (`record`, from pg_write.py's `end`),
   its `replica` the one that ran the parent: it starts the child at its next wake.
 - The child's run is claimed by its parent's run id (`crond_claims` copy
-  `after:PARENT_RUN_ID`), and its row is deleted in that claim's commit (`started`): of
-  replicas that try, one claim commits, and the child runs once.
+  `after:PARENT_RUN_ID`, its slot the parent's), and its row is deleted in that claim's
+  commit (`started`), whatever came of it but a full lock (won; busy: skipped; taken: by
+  another replica): of replicas that try, one claim commits, and the child runs once.
 - A child that is not started (skipped, its job gone) has its row deleted
   (`drop_chained`).
 - A replica that starts takes back the rows its previous process left, and a replica
@@ -32,7 +33,7 @@ INSERT INTO crond_chained (cluster, job, parent_run_id, parent_job, outcome, exi
 SELECT %(cluster)s, %(job)s, %(parent_run_id)s, %(parent_job)s, %(outcome)s, %(exit_code)s,
     %(slot)s, %(replica)s
 WHERE NOT EXISTS (SELECT 1 FROM crond_claims WHERE cluster = %(cluster)s AND job = %(job)s
-    AND copy = %(copy)s)
+    AND slot = %(slot)s AND copy = %(copy)s)
 ON CONFLICT DO NOTHING
 """
 _DELETE = "DELETE FROM crond_chained WHERE cluster = %s AND job = %s AND parent_run_id = %s"

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from crond.clock import iso_utc
-from crond.store.base import BUSY, DONE, AttemptRow, Claim, Claimed, Start
+from crond.store.base import BUSY, DONE, AttemptRow, Claim, Claimed, Locked, Start
 from crond.store.pg_chains import record
 from crond.store.pg_chains import started as started_chained
 from crond.store.pg_cluster import CLOSE_LOST
@@ -324,6 +324,8 @@ class Claiming(Runs):
                 limit = None if copy or limits is None else limits.get(job)
                 needs = locks.get(job, ()) if locks else ()
                 ids[i] = self._claim_start(cur, values, limit, needs)
+                if after and not isinstance(ids[i], Locked):  # (won, busy or taken)
+                    started_chained(cur, self.cluster, job, copy)  # its record is done with
             won = sorted(
                 (starts[i], ids[i], copies[i])
                 for _, i in order
@@ -332,8 +334,6 @@ class Claiming(Runs):
             for (job, run_id, slot), row_id, copy in won:
                 cur.execute(SUMMARY_STARTED, (self.cluster, job, row_id, run_id,
                     iso_utc(slot), 1, iso_utc(started), self._replica))  # fmt: skip
-                if copy.startswith(AFTER):
-                    started_chained(cur, self.cluster, job, copy)
                 if job in replacing and not copy:
                     who = json.dumps({"overlap": "replace", "run_id": run_id})
                     cur.execute(_REPLACE, (who, self._replica, started, self.cluster, job,

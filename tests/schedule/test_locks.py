@@ -208,6 +208,22 @@ CASES: dict[str, tuple[str, list[Step]]] = {
             Runs(["f@60", "a@60"]),
         ],
     ),
+    "replicas_two_runs_refused_for_a_lock_held_elsewhere_ask_again_each_second_no_sooner": (
+        jobs(A, B),
+        [
+            Wake(
+                60,
+                ["waits a@60 for db ()", "waits b@60 for db ()", "moved a,b"],
+                {("a", 60): "lock", ("b", 60): "lock"},
+            ),
+            WakeAt(60),  # once at once: b was told to wait for a lock a had just given back
+            Wake(60, ["waits a@60 for db ()"], {("a", 60): "lock", ("b", 60): "lock"}),
+            WakeAt(61),  # the database's refusal frees nothing here: not at once again
+            Wake(61, ["waits b@60 for db ()"], {("a", 60): "lock", ("b", 60): "lock"}),
+            WakeAt(62),
+            Wake(62, ["start a@60"]),
+        ],
+    ),
     "replicas_a_run_waiting_for_a_lock_elsewhere_is_missed_after_its_grace": (
         jobs(B_GRACE),
         [

@@ -114,3 +114,25 @@ def test_a_restarted_replica_takes_back_its_records_and_a_silent_ones_are_taken_
     # The taker dies and starts again under its name: its records are its own again.
     assert taker.adopt_chained(now, None, mine=True) == [child]
     assert taker.adopt_chained(now, None, mine=False) == []
+
+
+def test_a_child_claim_refused_busy_or_taken_takes_its_record_away(
+    pg_url: str, stores: list[PostgresStore]
+) -> None:
+    """The child's claim dealt with its record, whatever came of it: run, skipped (its
+    job runs one at a time and runs elsewhere: busy) or run by another replica (taken). A
+    record left would start the child again at a restart, once its claim was pruned."""
+    r1, r2, r3 = stores
+    going = r2.claim_many([base.Start("load", "load-going", T0 - timedelta(hours=1))], T0)[0]
+    assert isinstance(going, int)  # a run of load goes on r2
+    _extract_ended(r1)
+    start = base.Start("load", "load-1", T0)
+    got = r1.claim_many([start], T0, copies=[AFTER + "run-x"], exclusive={"load"})
+    assert got == [base.BUSY]
+    assert r1.pending_chained() == []
+    # The record comes back (a replica took over records an earlier crond left): the
+    # claim is taken now, and the record goes again.
+    _sql(pg_url, "INSERT INTO crond_chained VALUES ('c', 'load', 'run-x', 'extract', "
+                 "'success', 0, %s, 'r3')", (T0,))  # fmt: skip
+    assert _claim_child(r3, "run-x", "load-3") is None
+    assert r3.pending_chained() == []

@@ -99,6 +99,10 @@ def test_a_lock_is_given_back_with_the_runs_of_a_dead_replica_a_restart_and_an_a
     assert isinstance(_claim(stores[1], "d", T0 + timedelta(minutes=2), "run-d4"), int)
     assert stores[1].abandon(["run-d4"]) == 1
     assert _holds(pg_url) == [("gpu", "c", "r3")]
+    # A run whose last attempt's start never reached the database (so no row to end)
+    # gives its locks back by its run id.
+    stores[1].release_locks("run-c3")
+    assert _holds(pg_url) == []
 
 
 def test_a_backfill_claim_takes_the_locks_too(pg_url: str, stores: list[PostgresStore]) -> None:
