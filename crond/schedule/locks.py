@@ -87,6 +87,7 @@ class Locks:
     # (`elsewhere`); what it said of a wake's claims (`said`, set by the core's settle).
     elsewhere: dict[Key, Blocked] = field(default_factory=dict)
     said: Mapping[Key, LockedBy] = field(default_factory=dict)
+    _told: set[Key] = field(default_factory=set)  # told waiting (`job.waiting` once a run)
     _retry_at: datetime | None = None  # when those ask again
 
     def __bool__(self) -> bool:
@@ -138,6 +139,9 @@ class Locks:
         wait (its claim was refused): the core wakes at once for it (`wake_at`)."""
         found = self.full(job)
         if found is None:
+            for lock, holders in self.said.values():  # held elsewhere, the database said
+                if lock in needs(job):
+                    return Blocked(lock, holders)  # (asked again `RETRY` later)
             self._freed = True
             return Blocked(needs(job)[0], ())
         return found
@@ -161,6 +165,7 @@ class Locks:
         blocked = self.blocked(job)
         bisect.insort(self._items, (slot, next(self._seq), Waiting.of(job, slot)))
         self.counts[job.name] = self.counts.get(job.name, 0) + 1
+        self._told.add((job.name, slot))
         return LockWait(job, slot, blocked.lock, blocked.holders)
 
     def refused(self, job: LoadedJob, slot: datetime, now: datetime) -> list[Action]:
@@ -177,6 +182,9 @@ class Locks:
         self.elsewhere[(job.name, slot)] = blocked
         retry = now + RETRY
         self._retry_at = retry if self._retry_at is None else min(self._retry_at, retry)
+        if (job.name, slot) in self._told:
+            return []  # refused again: it was told waiting at its first refusal
+        self._told.add((job.name, slot))
         return [LockWait(job, slot, blocked.lock, blocked.holders)]
 
     def refusal(self, job: LoadedJob) -> str | None:
@@ -246,9 +254,11 @@ class Locks:
             else:
                 kept.append(key)
         self._items = kept
+        left = {(item.job.name, item.slot) for _, _, item in kept}
         if self.elsewhere:  # (those refused again say so again)
-            left = {(item.job.name, item.slot) for _, _, item in kept}
             self.elsewhere = {k: v for k, v in self.elsewhere.items() if k in left}
+        if self._told:  # (those starting now may be refused again: told already)
+            self._told &= left | {(job.name, slot) for job, slot in starts}
         self.counts = {}
         for _, _, item in kept:
             self.counts[item.job.name] = self.counts.get(item.job.name, 0) + 1

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -125,12 +126,22 @@ def test_three_replicas_share_a_lock_through_a_kill_and_a_database_restart(
             )
             for replica in live.values():
                 assert replica.daemon.stop() == 0, replica.text()[-2000:]
+            waits = Counter(
+                (id(r), e["job"], e["slot"])
+                for r in group
+                for e in r.daemon.events
+                if e["event"] == "job.waiting"
+            )
             with psycopg.connect(url) as conn:
                 left = conn.execute("SELECT count(*) FROM crond_lock_holds").fetchone()
         finally:
             reap(group)
     runs = sorted(_runs(out).values(), key=lambda run: run[1])
     assert left == (0,)  # every run's end gave its lock back
+    assert waits, "no run waited for db"
+    # Told once a run, not at each ask (again after the database's restart, when the
+    # run waited for the database between two refusals).
+    assert max(waits.values()) <= 2, waits
     assert {job for job, _, _ in runs} == {"backup", "vacuum"}
     # The killed run's end is its kill (its group was killed with its replica).
     spans = [(job, s, killed_at if e is None else e) for job, s, e in runs]

@@ -202,7 +202,7 @@ CASES: dict[str, tuple[str, list[Step]]] = {
         [
             Wake(60, ["waits a@60 for db ()", "start f@60", "moved a,f"], {("a", 60): "lock"}),
             WakeAt(61),  # not at once: a lock given back elsewhere wakes nothing here
-            Wake(61, ["waits a@60 for db ()"], {("a", 60): "lock"}),
+            Wake(61, [], {("a", 60): "lock"}),  # (refused again: told once, waits on)
             WakeAt(62),
             Wake(62, ["start a@60"]),
             Runs(["f@60", "a@60"]),
@@ -217,9 +217,9 @@ CASES: dict[str, tuple[str, list[Step]]] = {
                 {("a", 60): "lock", ("b", 60): "lock"},
             ),
             WakeAt(60),  # once at once: b was told to wait for a lock a had just given back
-            Wake(60, ["waits a@60 for db ()"], {("a", 60): "lock", ("b", 60): "lock"}),
+            Wake(60, [], {("a", 60): "lock", ("b", 60): "lock"}),  # (told once)
             WakeAt(61),  # the database's refusal frees nothing here: not at once again
-            Wake(61, ["waits b@60 for db ()"], {("a", 60): "lock", ("b", 60): "lock"}),
+            Wake(61, [], {("a", 60): "lock", ("b", 60): "lock"}),
             WakeAt(62),
             Wake(62, ["start a@60"]),
         ],
@@ -228,7 +228,7 @@ CASES: dict[str, tuple[str, list[Step]]] = {
         jobs(B_GRACE),
         [
             Wake(60, ["waits b@60 for db ()", "moved b"], {("b", 60): "lock"}),
-            Wake(61, ["waits b@60 for db ()"], {("b", 60): "lock"}),
+            Wake(61, [], {("b", 60): "lock"}),
             Wake(90.5, ["tell b: missed 1 60..60 lock"]),
             WakeAt(120),
         ],
@@ -281,3 +281,17 @@ def test_removed_job_waiting_run_is_dropped() -> None:
     assert shell.wake(at(62)) == []
     assert not shell.core.locks
     assert shell.core.wake_at(timedelta(0)) == at(120)
+
+
+def test_a_run_told_to_wait_for_a_lock_held_elsewhere_names_the_holders_the_database_named() -> (
+    None
+):
+    """With replicas: b is told to wait for db, which a took here and gave back when the
+    database refused a's claim (db is held on another replica): b's `job.waiting` names
+    the holders the database named, and b is not woken at once for a lock not free."""
+    shell = Shell(jobs(A, B))
+    locks = shell.core.locks
+    locks.said = {("a", at(60)): ("db", (("x", at(0)),))}
+    wait = locks.wait(shell.core.schedule.entries["b"].job, at(60))
+    assert (wait.lock, wait.holders) == ("db", (("x", at(0)),))
+    assert locks.wake_at() != at(60)
