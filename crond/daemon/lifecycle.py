@@ -174,6 +174,7 @@ class Service:
         """A reloaded file that passed, swapped in: the reload's outcome."""
         with loader.gc_paused():
             diff = self.loop.load(new.jobs)
+        self.view.first_seen(diff.added)
         reloaded = {"reloaded": True, "jobs": len(new.jobs), **dataclasses.asdict(diff)}
         self.cfg = new
         self.digest = digest
@@ -201,6 +202,7 @@ class Service:
                 cursors, counts = await self.recorder.kept()
                 with loader.gc_paused():  # 10,000 entries: ~100,000 objects, see there
                     self.loop.load(self.cfg.jobs, cursors, counts)
+                self.view.first_seen(name for name in self.cfg.jobs if name not in cursors)
                 await self.pausing.restore()  # the pauses kept in the store, before the first wake
                 self.chaining.restore()  # chained runs recorded and never started
                 await self.view.start_reboot_jobs(self.cfg.jobs.values())

@@ -203,12 +203,16 @@ class StoreRecorder(ReplicaClaims):
         self.send(lambda store: store.publish_view(listed, digest))
 
     def update_view(
-        self, moved: Sequence[ViewRow], cursors: Sequence[tuple[str, datetime]]
+        self,
+        moved: Sequence[ViewRow],
+        cursors: Sequence[tuple[str, datetime]],
+        first: Sequence[tuple[str, datetime]] = (),
     ) -> None:
         """After a wake: next fires that moved, and cursors that moved with no run started
-        (slots missed or skipped: a restart must not take them for downtime)."""
-        if moved or cursors:
-            self.send(lambda store: store.update_view(moved, cursors))
+        (slots missed or skipped: a restart must not take them for downtime); after a
+        load, `first`: the cursors of jobs first seen, where they have none."""
+        if moved or cursors or first:
+            self.send(lambda store: store.update_view(moved, cursors, first))
 
 
 class _Row:

@@ -39,6 +39,15 @@ class StoreView:
         entries = self.loop.core.schedule.entries
         self.recorder.publish_view((_view_row(entries[name]) for name in jobs), digest)
 
+    def first_seen(self, names: Iterable[str]) -> None:
+        """Jobs the store has no cursor of (new to the file, or never run): their cursors
+        as the schedule starts them, kept where they have none, so that a downtime from
+        now on is theirs too (a missed slot is caught up, docs/schedules.md)."""
+        entries = self.loop.core.schedule.entries
+        first = [(name, entries[name].cursor) for name in names if name in entries]
+        if first and self.recorder.store is not None:
+            self.recorder.update_view([], [], first)
+
     def moved(self, entries: list[Entry], cursors: list[Key]) -> None:
         """The store's copy of the moved next fires and cursors: on the loop's next turn,
         after the runs this wake started have settled (their `job.started`, their pipes)."""

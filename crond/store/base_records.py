@@ -66,9 +66,14 @@ class Upkeep(Protocol):
         ...
 
     def update_view(
-        self, moved: Sequence[ViewRow], cursors: Sequence[tuple[str, datetime]] = ()
+        self,
+        moved: Sequence[ViewRow],
+        cursors: Sequence[tuple[str, datetime]] = (),
+        first: Sequence[tuple[str, datetime]] = (),
     ) -> None:
-        """Next fires that moved, and cursors that moved with no run started."""
+        """Next fires that moved, and cursors that moved with no run started; `first`: the
+        cursors of jobs the daemon sees for the first time, set only where a job has none
+        (a downtime after it is then the job's too: docs/state.md)."""
         ...
 
     def check_in_place(self) -> None:

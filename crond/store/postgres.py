@@ -224,11 +224,19 @@ class PostgresStore(
             )
 
     def update_view(
-        self, moved: Sequence[ViewRow], cursors: Sequence[tuple[str, datetime]] = ()
+        self,
+        moved: Sequence[ViewRow],
+        cursors: Sequence[tuple[str, datetime]] = (),
+        first: Sequence[tuple[str, datetime]] = (),
     ) -> None:
         # Every replica moves the same rows: in the order of jobs, so that two never wait
         # for each other's row locks in a circle (a deadlock, one of them rolled back).
         with self._transaction() as cur:
+            cur.executemany(
+                "INSERT INTO crond_cursors (cluster, job, cursor) VALUES (%s, %s, %s) "
+                "ON CONFLICT (cluster, job) DO NOTHING",
+                [(self.cluster, job, at) for job, at in sorted(first)],
+            )
             cur.executemany(
                 "UPDATE crond_view SET next_at = %s, next_text = %s, next_local = %s, "
                 "next_note = %s WHERE cluster = %s AND job = %s",

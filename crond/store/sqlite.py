@@ -161,9 +161,16 @@ class SqliteStore(Backfills):
             db.execute("INSERT OR REPLACE INTO meta VALUES ('view_sha256', ?)", (digest or "",))
 
     def update_view(
-        self, moved: Sequence[ViewRow], cursors: Sequence[tuple[str, datetime]] = ()
+        self,
+        moved: Sequence[ViewRow],
+        cursors: Sequence[tuple[str, datetime]] = (),
+        first: Sequence[tuple[str, datetime]] = (),
     ) -> None:
         with self._transaction() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO cursors VALUES (?, ?)",
+                [(job, at.timestamp()) for job, at in first],
+            )
             db.executemany(
                 "UPDATE view SET next_at = ?, next_text = ?, next_local = ?, next_note = ? "
                 "WHERE job = ?",

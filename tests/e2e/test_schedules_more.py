@@ -229,3 +229,46 @@ def test_catchup_all_after_three_hours_down_runs_each_hour_oldest_first(
     ends = [e["timestamp"] for e in second.named("job.finished")][:3]
     assert [slot for slot, _ in spans] == expected
     assert all(end <= nxt for end, (_, nxt) in zip(ends, spans[1:], strict=False))  # one at a time
+
+
+def test_an_at_job_that_never_ran_is_caught_up_after_a_downtime_across_its_instant(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    """The daemon sees a new job (an `at` instant three seconds ahead, `catchup: latest`)
+    and is stopped before the instant: the job never ran, yet the downtime is its too
+    (its cursor was kept when it was first seen), so the next start runs it, caught up."""
+    state = tmp_path / "state"
+    instant = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)
+    out = tmp_path / "out"
+    f = _write(
+        tmp_path / "s.yaml",
+        f"""\
+        jobs:
+          once:
+            at: {instant:%Y-%m-%dT%H:%M:%SZ}
+            catchup: latest
+            command: 'echo $CROND_SLOT >> {out}'
+        """,
+    )
+    first = Crond([str(f), "--state-dir", str(state)])
+    crond.append(first)
+    first.wait_for("daemon.started")
+    eventually(
+        lambda: (
+            sqlite3.connect(state / "crond.sqlite3")
+            .execute("SELECT count(*) FROM cursors WHERE job = 'once'")
+            .fetchone()[0]
+            == 1
+        ),
+        what="the new job's cursor kept",
+    )
+    assert first.stop() == 0
+    eventually(lambda: datetime.now(UTC) > instant + timedelta(seconds=0.5), timeout=10,
+               what="the instant passed while the daemon was down")  # fmt: skip
+    second = Crond([str(f), "--state-dir", str(state)])
+    crond.append(second)
+    started = second.wait_for("job.started", lambda e: e["job"] == "once")
+    second.wait_for("job.finished", lambda e: e["job"] == "once")
+    assert second.stop() == 0
+    assert started["slot"] == f"{instant:%Y-%m-%dT%H:%M:%SZ}"  # late: its grace, or caught up
+    assert out.read_text().split() == [started["slot"]]

@@ -871,7 +871,10 @@ class _MemoryStore:
         self._check()
 
     def update_view(
-        self, moved: Sequence[base.ViewRow], cursors: Sequence[tuple[str, datetime]] = ()
+        self,
+        moved: Sequence[base.ViewRow],
+        cursors: Sequence[tuple[str, datetime]] = (),
+        first: Sequence[tuple[str, datetime]] = (),
     ) -> None:
         self._check()
 
