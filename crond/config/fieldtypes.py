@@ -151,8 +151,10 @@ def check_zone(value: str | None) -> str | None:
     return value
 
 
-def field_error(field: str, message: str) -> None:
-    raise PydanticCustomError("crond_field", message, {"field": field})
+def field_error(field: str, message: str, *, at_key: bool = True) -> None:
+    """A model's check on one of its fields: located at the field's key, or with
+    at_key=False at its value (a value that is wrong only beside another)."""
+    raise PydanticCustomError("crond_field", message, {"field": field, "crond_at_key": at_key})
 
 
 def environ_of(info: ValidationInfo) -> dict[str, str]:
