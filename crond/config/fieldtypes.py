@@ -7,6 +7,7 @@ and never echo a value that could be a secret.
 from __future__ import annotations
 
 import functools
+import re
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated
@@ -15,7 +16,6 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
-    Field,
     ValidationInfo,
     WithJsonSchema,
 )
@@ -151,8 +151,10 @@ def check_zone(value: str | None) -> str | None:
     return value
 
 
-def field_error(field: str, message: str) -> None:
-    raise PydanticCustomError("crond_field", message, {"field": field})
+def field_error(field: str, message: str, *, at_key: bool = True) -> None:
+    """A model's check on one of its fields: located at the field's key, or with
+    at_key=False at its value (a value that is wrong only beside another)."""
+    raise PydanticCustomError("crond_field", message, {"field": field, "crond_at_key": at_key})
 
 
 def environ_of(info: ValidationInfo) -> dict[str, str]:
@@ -168,12 +170,8 @@ class OnLock(StrEnum):
     SKIP = "skip"  # skipped at once (`job.skipped`, reason `lock`)
 
 
-# A lock's name (checked against the file's `locks:` by crond/config/waits.py) and its
-# capacity: how many runs may hold it at once.
-LockName = Annotated[str, Field(min_length=1, max_length=64)]
-# A job named by another (`after`): checked against the file's jobs by config/waits.py.
-JobRef = Annotated[str, Field(min_length=1, max_length=64)]
-LockCapacity = Annotated[int, Field(ge=1, le=MAX_RUNNING, strict=True)]
+# The rule of job names, which lock, notifier and calendar names follow too.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 class ChainOn(StrEnum):

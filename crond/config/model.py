@@ -32,15 +32,12 @@ from crond.config.calendars import CalendarDef
 from crond.config.fieldtypes import (
     ENVIRON,
     MAX_RUNNING,
-    ChainOn,
+    NAME,
     Duration,
     EnvValue,
     FrozenModel,
     Grace,
     Interval,
-    JobRef,
-    LockCapacity,
-    LockName,
     OnLock,
     WarnAfter,
     check_shape,
@@ -55,6 +52,7 @@ from crond.config.notifiers import (
 )
 from crond.config.schedfields import CRONS_SCHEMA, At, Instant, check_crons, check_schedule
 from crond.config.sections import Daemon, Notifier
+from crond.config.waitfields import After, LockCapacities, Locks
 from crond.config.web import Web
 from crond.config.wording import quote
 from crond.when import cronparse
@@ -82,7 +80,7 @@ __all__ = [
     "parse_cron",
 ]
 
-JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+JOB_NAME = NAME
 PYTHON_REF = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 # Files repeat the same few expressions and durations across thousands of jobs, and a
@@ -210,15 +208,10 @@ class JobFields(FrozenModel):
     nth_day: Annotated[int, Field(ge=-31, le=31, strict=True)] | None = None
     roll: Roll | None = None
     # Locks (docs/workflows.md): names of `locks:`, all taken at once before a run starts.
-    locks: list[LockName] | None = None
+    locks: Locks | None = None
     on_lock: OnLock | None = None
     # Chains: the jobs whose runs' ends start a run of this one (`JOB`: its successes).
-    after: dict[JobRef, ChainOn] | None = None
-
-    @field_validator("after", mode="before")
-    @classmethod
-    def _after(cls, value: object) -> object:
-        return {value: ChainOn.SUCCESS.value} if isinstance(value, str) else value
+    after: After | None = None
 
     @field_validator("locks")
     @classmethod
@@ -373,7 +366,7 @@ class Config(FrozenModel):
     notifiers: dict[str, Notifier] = Field(default_factory=dict)
     calendars: dict[str, CalendarDef] = Field(default_factory=dict)
     # name -> capacity: at most this many runs hold the lock at once (docs/workflows.md).
-    locks: dict[str, LockCapacity] = Field(default_factory=dict)
+    locks: LockCapacities = Field(default_factory=dict)
     web: Web = Web()  # `crond web` (docs/web.md); the daemon ignores it
     jobs: dict[str, Job]
 

@@ -204,4 +204,5 @@ def check_schedule(job: Any) -> None:
                 "end",
                 f"end {job.end.isoformat()} is before start {job.start.isoformat()}: "
                 "the job would never fire (swap them, or remove one)",
+                at_key=False,  # (the value is wrong, beside start's: like any bad value)
             )

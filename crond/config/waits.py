@@ -31,7 +31,9 @@ def check_locks(
 ) -> list[Problem]:
     """Each name in a `locks` list (in `defaults` and in each job, as written) that names
     no lock of the file, located at the name."""
-    names = [str(name) for name in defined] if isinstance(defined, dict) else []
+    if defined is not None and not isinstance(defined, dict):
+        return []  # (`locks: [db]`: the model tells what to write there first)
+    names = [str(name) for name in defined] if defined else []
     known = set(names)
     found: list[Problem] = []
     for at, listed in written(jobs, defaults, "locks", list):

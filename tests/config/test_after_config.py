@@ -60,3 +60,56 @@ def test_after_is_no_default() -> None:
     assert problems("defaults: {after: x}\njobs:\n  x: {every: 1m, command: x}\n") == [
         "s.yaml:1:12: defaults.after: after cannot be a default: each job names its own parents"
     ]
+
+
+def test_after_written_as_a_list_is_told_the_map() -> None:
+    """docs/configuration.md: `after` is not a list. A list of one parent is told to name
+    it alone, of several the map of their ends, in the file's own names; a list the
+    message cannot write back (here: a mapping in it) gets the docs' names."""
+    head = "jobs:\n  extract: {cron: '0 1 * * *', command: x}\n  clean: {every: 1h, command: x}\n"
+    text = head + (
+        "  load: {after: [extract], command: x}\n"
+        "  both:\n"
+        "    after:\n"
+        "      - extract\n"
+        "      - clean\n"
+        "    command: x\n"
+        "  odd: {after: [{extract: success}], command: x}\n"
+        "  num: {after: 3, command: x}\n"
+    )
+    assert problems(text) == [
+        "s.yaml:4:17: jobs.load.after: a list is not a job's name or a map of jobs to ends: "
+        "write one parent as after: extract, several as a map, after: {extract: success, "
+        "clean: success} (each parent's end starts a run of its own)",
+        "s.yaml:7:7: jobs.both.after: a list is not a job's name or a map of jobs to ends: "
+        "write several parents as a map, after: {extract: success, clean: success} (each "
+        "parent's end starts a run of its own, not one after all of them)",
+        "s.yaml:10:16: jobs.odd.after: a list is not a job's name or a map of jobs to ends: "
+        "write one parent as after: extract, several as a map, after: {extract: success, "
+        "clean: success} (each parent's end starts a run of its own)",
+        "s.yaml:11:16: jobs.num.after: 3 is not a job's name or a map of jobs to ends: "
+        "write one parent as after: extract, several as a map, after: {extract: success, "
+        "clean: success} (each parent's end starts a run of its own)",
+    ]
+
+
+def test_an_end_misspelt_or_left_out() -> None:
+    """A misspelt end gets the one meant; `after: {extract, clean}` (YAML: ends of null)
+    and `{extract: true}` are told what an end is, each at its value."""
+    head = "jobs:\n  extract: {cron: '0 1 * * *', command: x}\n  clean: {every: 1h, command: x}\n"
+    text = head + (
+        "  load: {after: {extract: succes}, command: x}\n"
+        "  set: {after: {extract, clean}, command: x}\n"
+        "  yes: {after: {extract: true}, command: x}\n"
+    )
+    told = (
+        "write success, failure (failed, timeout or killed) or finished (any end) after the "
+        "parent's name, e.g. after: {extract: success}"
+    )
+    assert problems(text) == [
+        's.yaml:4:27: jobs.load.after.extract: "succes" is not one of success, failure, '
+        'finished (did you mean "success"?)',
+        f"s.yaml:5:17: jobs.set.after.extract: no end is given: {told}",
+        f"s.yaml:5:26: jobs.set.after.clean: no end is given: {told}",
+        f"s.yaml:6:26: jobs.yes.after.extract: true is not an end: {told}",
+    ]

@@ -82,3 +82,53 @@ def test_locks_with_a_database_are_held_in_it_and_so_accepted() -> None:
     assert loader.loads(without, "s.yaml", environ=env).jobs["a"].settings.locks == ["db"]
     with pytest.raises(ConfigError, match="names no lock"):
         loader.loads(text.replace("locks: [db]", "locks: [dbb]"), "s.yaml", environ=env)
+
+
+def test_a_jobs_locks_written_as_capacities_or_a_name() -> None:
+    """A job's `locks` is a list of names; the capacities are the top-level `locks:`'s.
+    A mapping there (the capacities, in the wrong place) is told both, in its own names;
+    a lone name is told the list."""
+    text = (
+        "locks: {db: 1, gpu: 2}\n"
+        "defaults: {locks: {db: 1}}\n"
+        "jobs:\n"
+        "  a: {every: 1m, command: x, locks: {db: 1}}\n"
+        "  b: {every: 1m, command: x, locks: {db: 3, gpu: two}}\n"
+        "  c: {every: 1m, command: x, locks: db}\n"
+        "  d: {every: 1m, command: x, locks: 3}\n"
+        "  e: {every: 1m, command: x, locks: {'bad name': 1}}\n"
+    )
+    assert problems(text) == [
+        "s.yaml:2:19: defaults.locks: a mapping is not a list of lock names: a job names the "
+        "locks it takes, locks: [db]; their capacities go in the file's top-level locks:, "
+        "locks: {db: 1}",
+        "s.yaml:4:37: jobs.a.locks: a mapping is not a list of lock names: a job names the "
+        "locks it takes, locks: [db]; their capacities go in the file's top-level locks:, "
+        "locks: {db: 1}",
+        "s.yaml:5:37: jobs.b.locks: a mapping is not a list of lock names: a job names the "
+        "locks it takes, locks: [db, gpu]; their capacities go in the file's top-level "
+        "locks:, locks: {db: 3, gpu: 1}",
+        's.yaml:6:37: jobs.c.locks: "db" is not a list of lock names: write locks: [db] '
+        "(names of the file's top-level locks:)",
+        "s.yaml:7:37: jobs.d.locks: 3 is not a list of lock names, e.g. locks: [db] (names "
+        "of the file's top-level locks:)",
+        "s.yaml:8:37: jobs.e.locks: a mapping is not a list of lock names: a job names the "
+        "locks it takes, locks: [db]; their capacities go in the file's top-level locks:, "
+        "locks: {db: 1}",
+    ]
+
+
+def test_the_files_locks_written_as_a_list() -> None:
+    """The top-level `locks:` is a map of capacities: a list is told the map, and the
+    jobs' names are not also reported as naming no lock."""
+    text = "locks: [db]\njobs:\n  a: {every: 1m, command: x, locks: [db]}\n"
+    assert problems(text) == [
+        "s.yaml:1:8: locks: a list is not a map of lock names to capacities: write locks: "
+        "{db: 1} (how many runs may hold each at once); a job names the ones it takes in "
+        "its own locks: [db]"
+    ]
+    assert problems("locks: 3\njobs:\n  a: {every: 1m, command: x}\n") == [
+        "s.yaml:1:8: locks: 3 is not a map of lock names to capacities, e.g. locks: "
+        "{db-heavy: 1, gpu: 1} (how many runs may hold each at once); a job names the ones "
+        "it takes in its own locks: [db-heavy, gpu]"
+    ]
