@@ -260,11 +260,16 @@ class Cluster:
         return [{"job": r.job, "run_id": r.run_id, "replica": r.replica} for r in theirs]
 
     async def other_runs(self) -> list[dict[str, Any]]:
-        """The runs going on the other replicas, as `crond ps` shows them."""
-        runs = await self._open_runs()
+        """The runs going on the other replicas, as `crond ps` shows them, with the locks
+        each holds (docs/workflows.md)."""
+        if self.recorder.database() != "ok":
+            return []
+        got = await self._store(lambda store: (store.open_runs(), store.lock_holds()))
+        runs, held = ([], {}) if isinstance(got, Failed) else got
         now = self.clock.now()
         return [
             {
+                **({"locks": held[r.run_id]} if r.run_id in held else {}),
                 "job": r.job,
                 "run_id": r.run_id,
                 "attempt": r.attempt,

@@ -16,7 +16,8 @@ from crond.store.pg_locks import release_runs
 
 
 class Abandons(Connection):
-    """A replica's runs claimed and never started, removed: one of the parts of
+    """A replica's runs claimed and never started, removed, and the locks of a run given
+    back or read by run (pg_locks.py): one of the parts of
     crond.store.postgres.PostgresStore, beside its runs (pg_write.py)."""
 
     def abandon(self, run_ids: Sequence[str]) -> int:
@@ -38,6 +39,16 @@ class Abandons(Connection):
     def release_locks(self, run_id: str) -> None:
         with self._transaction() as cur:
             release_runs(cur, self.cluster, [run_id])
+
+    def lock_holds(self) -> dict[str, list[str]]:
+        rows = self._all(
+            "SELECT run_id, name FROM crond_lock_holds WHERE cluster = %s ORDER BY run_id, name",
+            (self.cluster,),
+        )
+        held: dict[str, list[str]] = {}
+        for run_id, name in rows:
+            held.setdefault(str(run_id), []).append(str(name))
+        return held
 
     def _summary_back(self, cur: psycopg.Cursor[Any], job: str, row_id: int) -> None:
         """The job's summary, if it showed the attempt `row_id` just removed, shows the

@@ -69,6 +69,13 @@ def test_a_child_whose_parents_replica_died_before_its_start_runs_once_on_anothe
         held = run_cli("trigger", str(f), "hold", "--socket", str(r1.socket))
         assert held.returncode == 0, held.stderr
         r1.daemon.wait_for("job.started", lambda e: e["job"] == "hold")  # db is hold's
+        # r2's `ps` shows r1's run of hold, and the lock it holds (from the database).
+        ps = run_cli("ps", str(f), "--socket", str(r2.socket), "--json")
+        assert ps.returncode == 0, ps.stderr
+        rows = [json.loads(line) for line in ps.stdout.splitlines()]
+        assert [(r["job"], r.get("replica"), r.get("locks")) for r in rows if "job" in r] == [
+            ("hold", "r1", ["db"])
+        ], rows
         triggered = run_cli("trigger", str(f), "extract", "--socket", str(r1.socket))
         assert triggered.returncode == 0, triggered.stderr
         extract = triggered.stdout.strip()
