@@ -199,6 +199,26 @@ def test_refusals_say_why_and_exit_1(tmp_path: Path, crond: list[Crond]) -> None
     assert d.stop() == 0
 
 
+def test_dry_run_refuses_the_same_mistakes_in_the_same_words(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    f, _, _, d = started(crond, tmp_path)
+    mistakes = [
+        (["stamps", "--from", iso(0), "--to", iso(5)], "(did you mean 'stamp'?)"),
+        (["stamp", "--from", iso(5), "--to", iso(0)], f"--to ({iso(0)}) must be after --from"),
+    ]
+    for args, said in mistakes:
+        dry = cli("backfill", str(f), *args, "--dry-run")
+        real = cli("backfill", str(f), *args)
+        assert (dry.returncode, dry.stderr) == (real.returncode, real.stderr)
+        assert dry.returncode == 1
+        assert said in dry.stderr
+        assert "+00:00" not in dry.stderr
+        assert "Traceback" not in dry.stderr
+    assert not d.named("backfill.started")
+    assert d.stop() == 0
+
+
 def test_no_daemon_exits_2(tmp_path: Path) -> None:
     f, _, _ = setup(tmp_path)
     refused = cli("backfill", str(f), "stamp", "--from", iso(0), "--to", iso(5))
