@@ -37,9 +37,9 @@ def test_status_says_ended_live_once_the_end_leaves_no_slot(
     crond.append(daemon)
     first = daemon.wait_for("job.started", lambda e: e["job"] == "bounded")
     slot = datetime.fromisoformat(first["slot"])
-    # An `end` one second after a slot at least 3 s ahead: its last slot is that one.
+    # An `end` one second after a slot at least 5 s ahead: its last slot is that one.
     last = slot + timedelta(seconds=2)
-    while last < datetime.now(UTC) + timedelta(seconds=3):
+    while last < datetime.now(UTC) + timedelta(seconds=5):
         last += timedelta(seconds=2)
     end = last + timedelta(seconds=1)
     f.write_text(textwrap.dedent(_TEXT.format(end=end.strftime("%Y-%m-%dT%H:%M:%SZ"))))
