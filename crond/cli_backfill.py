@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -83,13 +84,13 @@ def _dry_run(file: Path, job: str, start: datetime, end: datetime, *, as_json: b
     cfg = load_or_exit(file)
     loaded = cfg.jobs.get(job)
     if loaded is None:
-        raise click.BadParameter(
-            f"no job named {job} in {file} (jobs: {', '.join(cfg.jobs)})", param_hint="JOB"
-        )
+        from crond.control.names import no_job  # noqa: PLC0415
+
+        _refused(no_job(job, cfg.jobs))
     try:
         fires = backfill_slots(loaded.make_timing(), start, end)
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--from/--to") from None
+        _refused(str(exc))
     rows = [preview.PreviewRow(job, fire) for fire in fires]
     if as_json:
         if rows:
@@ -97,6 +98,13 @@ def _dry_run(file: Path, job: str, start: datetime, end: datetime, *, as_json: b
         return
     span = f"[{start:%Y-%m-%dT%H:%M:%SZ}, {end:%Y-%m-%dT%H:%M:%SZ})"
     click.echo(preview.format_table(rows, [f"{len(rows)} slots of {job} in {span}"]))
+
+
+def _refused(reason: str) -> NoReturn:
+    """A mistake the daemon would refuse too (an unknown job, a backwards or too wide
+    range): said as `crond backfill` without `--dry-run` says the daemon's refusal, exit 1."""
+    click.echo(f"crond: {reason}", err=True)
+    sys.exit(1)
 
 
 COMMANDS = (backfill,)

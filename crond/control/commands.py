@@ -16,7 +16,7 @@ import click
 
 from crond import cliparams as params
 from crond.clifile import load_or_exit
-from crond.clock import SystemClock
+from crond.clock import SystemClock, iso_utc
 
 # What a command needs beyond this (the client, the views, the file's loader) it imports
 # when it runs: `--help` lists these commands, and need not pay for them.
@@ -233,7 +233,10 @@ def pause(  # noqa: PLR0917  (one parameter a flag: click calls it by keyword)
     if for_ is not None:
         until = now + for_
     if until is not None and until <= now:
-        raise click.BadParameter("that instant has passed", param_hint="--until")
+        raise click.UsageError(
+            f"--until {iso_utc(until)} has passed (now {iso_utc(now.replace(microsecond=0))}): "
+            "give a later instant or --for"
+        )
     if note is not None and len(note) > protocol.MAX_NOTE:
         raise click.BadParameter(f"at most {protocol.MAX_NOTE} characters", param_hint="--note")
     args |= {"until": until.isoformat().replace("+00:00", "Z") if until else None, "note": note}

@@ -79,8 +79,7 @@ class Backfilling:
         return backfill
 
     def restore(self, jobs: Mapping[str, Entry]) -> None:
-        """The backfills a previous daemon left running: each goes on after the last slot
-        it started (a run it left going was closed `lost`: counted as failed)."""
+        """The backfills a previous daemon left going on after the last slot each started."""
         if self.recorder.store is None or self.recorder.replica is not None:
             return
         rows = self.recorder.write(lambda store: _records(store).backfills(going=True))
@@ -94,6 +93,7 @@ class Backfilling:
                 )  # fmt: skip
                 continue
             backfill = self.take_up(row, entry.job)
+            self._send(_lost_counted(row, backfill))  # (for `status`: it reads the store)
             if backfill.finished:
                 self._finish(backfill)
 
@@ -379,6 +379,18 @@ def _of_row(row: BackfillRow, job: LoadedJob, *, adopted: bool = False) -> Backf
         succeeded=row.succeeded, failed=row.failed + (0 if adopted else going),
         elsewhere=going if adopted else 0,
     )  # fmt: skip
+
+
+def _lost_counted(row: BackfillRow, backfill: Backfill) -> Callable[[Store], object]:
+    """The runs of `row` a previous daemon left going (closed `lost`), counted failed in
+    the store as in `backfill` (`_of_row`) and the log: each a slot done, and failed."""
+    lost, tally = backfill.failed - row.failed, (row.id, False, backfill.next_slot)
+
+    def write(store: Store) -> None:
+        for _ in range(lost):
+            _records(store).backfill_counted(*tally)
+
+    return write
 
 
 def _records(store: Store) -> BackfillRecords:

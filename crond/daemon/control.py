@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
@@ -25,8 +24,8 @@ from typing import Any
 from structlog.typing import FilteringBoundLogger
 
 from crond.clock import Clock, iso_utc
-from crond.config import problems
 from crond.control.callers import Caller
+from crond.control.names import no_job
 from crond.control.protocol import ControlError, ok, parse_instant
 from crond.control.server import ControlServer, Send
 from crond.daemon.backfill_control import backfill_command
@@ -237,9 +236,7 @@ class Steering:
         jobs = self.loop.core.schedule.entries
         for name in names:
             if name not in jobs:
-                close = problems.close_matches(name, _candidates(name, jobs), cutoff=0.6)
-                hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
-                raise ControlError("not_found", f"no job {name!r} in the file{hint}")
+                raise ControlError("not_found", no_job(name, jobs))
 
 
 async def _next_line(
@@ -258,16 +255,3 @@ async def _next_line(
 
 def _looks_like_run_id(text: str) -> bool:
     return len(text) == 36 and text.count("-") == 4
-
-
-_SUGGEST_FROM = 500  # names compared for a did-you-mean, at most (difflib is quadratic)
-
-
-def _candidates(name: str, jobs: Iterable[str]) -> list[str]:
-    """The job names a did-you-mean compares `name` with: those of about its length, at
-    most _SUGGEST_FROM, so a file of 10,000 jobs answers a typo in a millisecond or two on
-    the loop's thread, not in seconds. A name longer than any job's may be has none."""
-    if len(name) > 64:  # longer than a job name can be (docs/configuration.md)
-        return []
-    near = (job for job in jobs if abs(len(job) - len(name)) <= 2)
-    return list(itertools.islice(near, _SUGGEST_FROM))

@@ -11,7 +11,6 @@ import functools
 from collections.abc import Iterable
 
 from crond.clock import Clock
-from crond.config import schedparts
 from crond.config.loaded import LoadedJob
 from crond.daemon.loop import Loop
 from crond.daemon.offloop import SLOW  # the start's reads: the loop is not yet scheduling
@@ -20,6 +19,7 @@ from crond.daemon.stores import FAILED
 from crond.run import runner
 from crond.schedule.actions import Key
 from crond.schedule.rules import Entry
+from crond.status import done_text
 from crond.store import files
 from crond.store.base import ViewRow, view_row
 
@@ -88,5 +88,5 @@ class StoreView:
 def _view_row(entry: Entry) -> ViewRow:
     job = entry.job
     fire = entry.next_fire
-    done = None if fire is not None else schedparts.done_text(job, entry.cursor, entry.runs)
+    done = None if fire is not None else done_text(job, entry.cursor, entry.runs)
     return view_row(entry.name, job.settings.enabled, job.schedule_text, fire, done)

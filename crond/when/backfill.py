@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from datetime import datetime, timedelta
 
+from crond.clock import iso_utc
 from crond.when.timing import Fire, Timing
 
 __all__ = ["MAX_SLOTS", "backfill_slots"]
@@ -22,12 +23,12 @@ def backfill_slots(timing: Timing, start: datetime, end: datetime) -> list[Fire]
     """The fires of `timing` at or after `start` and before `end`, oldest first. Raises
     ValueError past MAX_SLOTS, or when `end` is not after `start`."""
     if end <= start:
-        raise ValueError(f"--to ({end.isoformat()}) must be after --from ({start.isoformat()})")
+        raise ValueError(f"--to ({iso_utc(end)}) must be after --from ({iso_utc(start)})")
     fires = itertools.takewhile(lambda f: f.at < end, timing.fires(start - _US))
     found = list(itertools.islice(fires, MAX_SLOTS + 1))
     if len(found) > MAX_SLOTS:
         raise ValueError(
-            f"more than {MAX_SLOTS:,} slots in [{start.isoformat()}, {end.isoformat()}): "
+            f"more than {MAX_SLOTS:,} slots in [{iso_utc(start)}, {iso_utc(end)}): "
             "give a narrower range"
         )
     return found

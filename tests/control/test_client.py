@@ -373,7 +373,7 @@ def test_pause_without_a_store_says_until_the_daemon_stops(file: Path, daemon: D
         (["backup", "--for", "1h", "--until", "2030-01-01T00:00:00Z"], "not both"),
         (["backup", "--for", "soon"], "not a duration"),
         (["backup", "--until", "2030-01-01T00:00:00"], "has no offset"),
-        (["backup", "--until", "2001-01-01T00:00:00Z"], "that instant has passed"),
+        (["backup", "--until", "2001-01-01T00:00:00Z"], "--until 2001-01-01T00:00:00Z has passed"),
         (["backup", "--note", "x" * 2000], "at most 500 characters"),
     ],
 )

@@ -98,6 +98,34 @@ def test_a_backfill_of_50_slots_killed_9_at_the_20th_resumes_each_slot_once(
     assert json.loads(history.stdout)["kind"] == "backfill"
 
 
+def test_status_counts_a_run_lost_to_a_kill_9_as_done_and_failed(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    f, _, state, d = started(crond, tmp_path, slow=f"{iso(2)}|{iso(4)}")
+    begun = cli("backfill", str(f), "stamp", "--from", iso(0), "--to", iso(6))
+    assert begun.returncode == 0, begun.stderr
+    backfill_id = begun.stdout.strip()
+    d.wait_for("job.started", lambda e: e["slot"] == iso(2), timeout=30)
+    d.proc.send_signal(signal.SIGKILL)  # the third slot's run is lost
+    d.exited()
+    again = start(crond, str(f), "--state-dir", str(state))
+    resumed = again.wait_for("backfill.resumed")
+    assert resumed["done"] == 3
+    again.wait_for("job.started", lambda e: e["slot"] == iso(4), timeout=30)
+    # As the log counts it: the lost run is done, and failed.
+    status = cli("status", str(f), "--state-dir", str(state))
+    assert f"backfill {backfill_id} of stamp: 4/6 done (1 failed), next slot {iso(4)}" in (
+        status.stdout
+    ), status.stdout
+    shown = cli("status", str(f), "--state-dir", str(state), "--json")
+    rows = {row["job"]: row for row in map(json.loads, shown.stdout.splitlines())}
+    assert (rows["stamp"]["backfill"]["done"], rows["stamp"]["backfill"]["failed"]) == (4, 1)
+    assert cli("kill", str(f), "stamp").returncode == 0
+    cancelled = again.wait_for("backfill.cancelled")
+    assert (cancelled["done"], cancelled["total"]) == (4, 6)
+    assert again.stop() == 0
+
+
 def test_wait_exits_0_when_every_slot_succeeded_1_otherwise(
     tmp_path: Path, crond: list[Crond]
 ) -> None:
@@ -167,6 +195,26 @@ def test_refusals_say_why_and_exit_1(tmp_path: Path, crond: list[Crond]) -> None
         refused = cli("backfill", str(f), job, "--from", begin, "--to", end)
         assert (refused.returncode, said in refused.stderr) == (1, True), refused.stderr
         assert "Traceback" not in refused.stderr
+    assert not d.named("backfill.started")
+    assert d.stop() == 0
+
+
+def test_dry_run_refuses_the_same_mistakes_in_the_same_words(
+    tmp_path: Path, crond: list[Crond]
+) -> None:
+    f, _, _, d = started(crond, tmp_path)
+    mistakes = [
+        (["stamps", "--from", iso(0), "--to", iso(5)], "(did you mean 'stamp'?)"),
+        (["stamp", "--from", iso(5), "--to", iso(0)], f"--to ({iso(0)}) must be after --from"),
+    ]
+    for args, said in mistakes:
+        dry = cli("backfill", str(f), *args, "--dry-run")
+        real = cli("backfill", str(f), *args)
+        assert (dry.returncode, dry.stderr) == (real.returncode, real.stderr)
+        assert dry.returncode == 1
+        assert said in dry.stderr
+        assert "+00:00" not in dry.stderr
+        assert "Traceback" not in dry.stderr
     assert not d.named("backfill.started")
     assert d.stop() == 0
 

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import textwrap
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -345,3 +346,20 @@ def test_the_socket_where_the_file_says_or_none(tmp_path: Path, crond: list[Cron
     assert "control_socket: none" in said.stderr
     quiet.stop()
     assert not quiet.named("control.listening")
+
+
+def test_a_pause_until_an_instant_past_names_it_and_now(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", f"jobs:\n  nightly: {{{FAR}, command: 'true'}}\n")
+    before = time.time()
+    refused = run_cli("pause", str(f), "nightly", "--until", "2026-01-04T11:00:00+01:00")
+    after = time.time()
+    assert refused.returncode == 2  # a usage error: nothing is sent (no daemon needed)
+    said = refused.stderr.strip().splitlines()[-1]
+    head = "Error: --until 2026-01-04T10:00:00Z has passed (now "
+    tail = "): give a later instant or --for"
+    assert said.startswith(head), refused.stderr
+    assert said.endswith(tail), refused.stderr
+    now = said[len(head) : -len(tail)]
+    assert now.endswith("Z")
+    shown = datetime.fromisoformat(now).timestamp()
+    assert int(before) <= shown <= after

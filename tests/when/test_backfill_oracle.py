@@ -57,8 +57,10 @@ def test_a_range_too_wide_or_backwards_is_refused() -> None:
     assert len(backfill_slots(every_second, start, start + timedelta(seconds=MAX_SLOTS))) == (
         MAX_SLOTS
     )
-    with pytest.raises(ValueError, match="must be after"):
+    with pytest.raises(ValueError, match=r"^--to \(2026-01-01T00:00:00Z\) must be after"):
         backfill_slots(every_second, start, start)
+    with pytest.raises(ValueError, match=r"in \[2026-01-01T00:00:00Z, 2026-01-01T02:46:41Z\)"):
+        backfill_slots(every_second, start, start + timedelta(seconds=MAX_SLOTS + 1))
 
 
 def _crond(*args: str) -> Result:
