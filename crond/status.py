@@ -167,7 +167,11 @@ def quick(
             return None
         rows, pauses = reader.status_rows(), reader.pauses()
         shown = _render(rows, pauses, now, alive=True, as_json=as_json, cluster=cluster)
-        return _with_backfills(shown, rows, reader, as_json=as_json)
+        shown = _with_backfills(shown, rows, reader, as_json=as_json)
+        locks = b"locks" in raw  # (a file without them: no read of the store's)
+        return (
+            _with_locks(shown, rows, reader, as_json=as_json, cluster=cluster) if locks else shown
+        )
     except StateError:
         return None
     finally:
@@ -195,7 +199,28 @@ def for_file(
     if cluster is not None and every and isinstance(reader, ClusterReader):
         rows, cluster = _per_replica(rows, reader.per_replica(every), cluster)
     shown = _render(rows, pauses, now, alive=alive, as_json=as_json, cluster=cluster)
-    return _with_backfills(shown, rows, reader, as_json=as_json)
+    shown = _with_backfills(shown, rows, reader, as_json=as_json)
+    if reader is None or not alive or not any(job.settings.locks for job in jobs.values()):
+        return shown
+    return _with_locks(shown, rows, reader, as_json=as_json, cluster=cluster)
+
+
+def _with_locks(
+    shown: str,
+    rows: Sequence[StatusRow],
+    reader: Reader,
+    *,
+    as_json: bool,
+    cluster: _Cluster | None,
+) -> str:
+    """Who holds each lock and who waits, as the running daemon (each live replica) keeps
+    them in the store (crond/status_locks.py)."""
+    from crond.status_locks import KEY, with_locks  # noqa: PLC0415  (only with locks)
+
+    kept = reader.metas(KEY)
+    if cluster is not None:  # (a dead replica's are not shown)
+        kept = {k: v for k, v in kept.items() if k.removeprefix(KEY) in cluster.live}
+    return with_locks(shown, [row.job for row in rows], kept, as_json=as_json) if kept else shown
 
 
 def _with_backfills(

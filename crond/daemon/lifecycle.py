@@ -126,6 +126,7 @@ class Service:
     def beat(self, now: datetime) -> None:
         self.heartbeat.beat(now)
         self.chaining.beat()  # (with replicas: the chained runs the database keeps)
+        self.view.locks_moved()  # (a run told to wait since: for `crond status`)
 
     def decided(self, job: LoadedJob, decision: Decision) -> None:
         self.telling.decided(job, decision)
@@ -135,16 +136,19 @@ class Service:
 
     def run_started(self, job: LoadedJob, run: runner.Run) -> None:
         self.telling.run_started(job, run)
+        self.view.locks_moved()  # (taken: for `crond status`)
 
     def run_ended(self, job: LoadedJob, run: runner.Run, result: runner.RunResult) -> None:
         self.telling.run_ended(job, run, result)
         self.chaining.ended(run, result)
+        self.view.locks_moved()  # (given back: for `crond status`)
 
     def resumed(self, job: str, skipped: int) -> None:
         self.pausing.ran_out(job, skipped)
 
     def moved(self, entries: list[Entry], cursors: list[Key]) -> None:
         self.view.moved(entries, cursors)
+        self.view.locks_moved()
 
     # --- the recorder's Told (crond/daemon/recorder.py) ---------------------------------
 

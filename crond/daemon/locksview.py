@@ -1,8 +1,10 @@
 """The runs waiting for locks as `crond ps` shows them (docs/workflows.md): each with its
-slot, the first of its locks without room and the runs holding it."""
+slot, the first of its locks without room and the runs holding it; and what the daemon
+keeps of its locks in the state store for `crond status` (`kept`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from crond.clock import iso_utc
@@ -28,3 +30,13 @@ def lock_waits(locks: Locks) -> list[dict[str, Any]]:
             }
         )  # fmt: skip
     return rows
+
+
+def kept(locks: Locks) -> str:
+    """The daemon's locks as the state store keeps them for `crond status` (a meta value,
+    JSON): who holds each lock (`job@slot`) and the runs waiting (as `lock_waits`)."""
+    holds = {
+        name: [f"{job}@{iso_utc(slot)}" for job, slot in holders]
+        for name, holders in sorted(locks.holders.items())
+    }
+    return json.dumps({"holds": holds, "waits": lock_waits(locks)}, separators=(",", ":"))

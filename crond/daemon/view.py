@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from crond.clock import Clock
 from crond.config.loaded import LoadedJob
+from crond.daemon.locksview import kept
 from crond.daemon.loop import Loop
 from crond.daemon.offloop import SLOW  # the start's reads: the loop is not yet scheduling
 from crond.daemon.recorder import StoreRecorder
@@ -24,6 +25,8 @@ from crond.store import files
 from crond.store.base import ViewRow, view_row
 
 _REBOOT = "reboot:"  # the marks of the boots `@reboot` jobs started in
+# The daemon's locks for `crond status` (with replicas: the key and the replica's name).
+LOCKS_KEY = "locks:"
 
 
 class StoreView:
@@ -33,6 +36,8 @@ class StoreView:
         self.clock = clock
         self.loop = loop
         self.recorder = recorder
+        self._locks_due = False  # a look at the locks asked for the loop's next turn
+        self._locks_kept = ""  # what the store has of them
 
     def publish(self, jobs: Iterable[str], digest: str | None) -> None:
         """The jobs as the daemon now sees them, into the store for `crond status`."""
@@ -47,6 +52,25 @@ class StoreView:
         first = [(name, entries[name].cursor) for name in names if name in entries]
         if first and self.recorder.store is not None:
             self.recorder.update_view([], [], first)
+
+    def locks_moved(self) -> None:
+        """The locks may have moved (a wake, a run's end): kept for `crond status` on the
+        loop's next turn (after the run's locks were given back), when they changed."""
+        if (
+            self.recorder.store is not None
+            and not self._locks_due
+            and self.loop.core.locks.capacity
+        ):
+            self._locks_due = True
+            asyncio.get_running_loop().call_soon(self._keep_locks)
+
+    def _keep_locks(self) -> None:
+        self._locks_due = False
+        value = kept(self.loop.core.locks)
+        if value != self._locks_kept:
+            self._locks_kept = value
+            key = LOCKS_KEY + (self.recorder.replica or "")
+            self.recorder.send(lambda store: store.set_meta(key, value))
 
     def moved(self, entries: list[Entry], cursors: list[Key]) -> None:
         """The store's copy of the moved next fires and cursors: on the loop's next turn,

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from tests.daemon.test_chains_fake_clock import TELL
-from tests.e2e.harness import run_cli
+from tests.e2e.harness import eventually, run_cli
 from tests.e2e.replicas import Replica, reap, schedules, start_replica
 from tests.e2e.test_locks_replicas import _kill_with_its_jobs
 
@@ -81,6 +81,12 @@ def test_a_child_whose_parents_replica_died_before_its_start_runs_once_on_anothe
         extract = triggered.stdout.strip()
         r1.daemon.wait_for("job.finished", lambda e: e["run_id"] == extract)
         waiting = r1.daemon.wait_for("job.waiting", lambda e: e["job"] == "load")
+        # `status` shows who holds db and who waits, as the replicas keep them.
+        eventually(
+            lambda: "waiting: load@" in run_cli("status", str(f)).stdout,
+            what="status shows load waiting for db (kept at the next heartbeat)",
+        )
+        assert "lock db: held by hold@" in run_cli("status", str(f)).stdout
         _until_recorded(pg_url)  # (extract's end is written off the loop, just after its event)
         _kill_with_its_jobs(r1)  # between extract's end and load's start
         killed_at = time.monotonic()

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from tests.daemon.test_locks_fake_clock import RUN, intervals
-from tests.e2e.harness import Crond, run_cli
+from tests.e2e.harness import Crond, eventually, run_cli
 from tests.e2e.test_daemon import start, write
 
 
@@ -70,6 +70,25 @@ def test_ps_shows_who_holds_a_lock_and_who_waits(tmp_path: Path, crond: list[Cro
     assert table[2].split()[-1] == "db"
     assert table[3].split()[:3] == ["WAITING", "SLOT", "LOCK"]
     assert table[4].split()[0] == "vacuum"
+    # `status` says the same, from the store (the daemon keeps its locks there).
+    state = ["--state-dir", str(tmp_path / "state")]
+    eventually(
+        lambda: "waiting: vacuum" in run_cli("status", str(f), *state).stdout,
+        what="status shows the locks (kept by the daemon on its loop's next turn)",
+    )
+    said = run_cli("status", str(f), *state).stdout.splitlines()
+    held = [line for line in said if line.startswith("lock db:")]
+    assert held == [
+        f"lock db: held by {lines[0]['job']}@{lines[0]['slot']}; waiting: "
+        f"vacuum@{waiting['slot']} (until {lines[1]['deadline']})"
+    ], said
+    rows = {
+        r["job"]: r
+        for r in map(json.loads, run_cli("status", str(f), *state, "--json").stdout.splitlines())
+    }
+    assert rows["backup"]["locks"] == {"holds": ["db"], "waiting": []}
+    assert [w["lock"] for w in rows["vacuum"]["locks"]["waiting"]] == ["db"]
+    assert "locks" not in rows["report"]
     assert run_cli("kill", str(f), "backup", "--socket", str(sock)).returncode == 0
     d.wait_for("job.finished", lambda e: e["job"] == "vacuum")  # it got db at once
     assert d.stop() == 0
