@@ -60,3 +60,43 @@ def test_a_child_whose_parent_ended_before_a_kill_9_runs_once_after_the_restart(
     store = sqlite.SqliteStore(tmp_path / "state")  # load's start took its record away:
     assert store.pending_chained() == []  # a third daemon starts nothing
     store.close()
+
+
+def test_a_chain_of_three_and_a_failure_branch(tmp_path: Path, crond: list[Crond]) -> None:
+    """extract -> load -> report, each started by its parent's success and told of it;
+    a failing audit starts its failure branch (page) and not its success branch."""
+    out, sock = tmp_path / "told.jsonl", tmp_path / "crond.sock"
+    script = tmp_path / "tell.py"
+    script.write_text(TELL)
+    tell = f"{sys.executable} {script} {out}"
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        f"daemon: {{control_socket: {sock}}}\n"
+        "jobs:\n"
+        f"  extract: {{every: 1h, command: '{tell}'}}\n"
+        f"  load: {{after: extract, command: '{tell}'}}\n"
+        f"  report: {{after: {{load: success}}, command: '{tell}'}}\n"
+        f"  audit: {{every: 1h, command: '{tell} 3'}}\n"
+        f"  page: {{after: {{audit: failure}}, command: '{tell}'}}\n"
+        f"  celebrate: {{after: audit, command: '{tell}'}}\n"
+    )
+    d = start(crond, str(f), "--state-dir", str(tmp_path / "state"))
+    d.wait_for("daemon.started")
+    for job in ("extract", "audit"):
+        assert run_cli("trigger", str(f), job, "--socket", str(sock)).returncode == 0
+    d.wait_for("job.finished", lambda e: e["job"] == "report")
+    d.wait_for("job.finished", lambda e: e["job"] == "page")
+    assert d.stop() == 0
+    told = {line["CROND_JOB"]: line for line in map(json.loads, out.read_text().splitlines())}
+    assert set(told) == {"extract", "load", "report", "audit", "page"}  # not celebrate
+    runs = {e["job"]: e["run_id"] for e in d.named("job.started")}
+    assert told["load"]["CROND_PARENT_RUN_ID"] == runs["extract"]
+    assert told["report"]["CROND_PARENT_RUN_ID"] == runs["load"]
+    assert told["page"]["CROND_PARENT_RUN_ID"] == runs["audit"]
+    assert (told["page"]["CROND_PARENT_OUTCOME"], told["page"]["CROND_PARENT_EXIT_CODE"]) == (
+        "failed",
+        "3",
+    )
+    assert told["report"]["CROND_SLOT"] == told["extract"]["CROND_SLOT"]  # the parent's slot
+    order = [e["job"] for e in d.named("job.started")]
+    assert order.index("extract") < order.index("load") < order.index("report")
