@@ -8,34 +8,15 @@ silent one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
-import psycopg
-import pytest
 
 from crond.store import base
 from crond.store.postgres import PostgresStore
 from crond.store.rows import AFTER, Chained
+from tests.store.test_pg_safety import _sql
 from tests.store.test_postgres import _race
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
-
-
-@pytest.fixture
-def stores(pg_url: str) -> Iterator[list[PostgresStore]]:
-    """Three replicas of cluster c: r1, r2, r3."""
-    opened = [PostgresStore.open(pg_url, cluster="c", replica=f"r{i}") for i in (1, 2, 3)]
-    yield opened
-    for store in opened:
-        store.close()
-
-
-def _sql(url: str, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        cur = conn.execute(query, params)
-        return cur.fetchall() if cur.description else []
 
 
 def _extract_ended(store: PostgresStore, run_id: str = "run-x", slot: datetime = T0) -> Chained:

@@ -11,7 +11,6 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,15 +25,6 @@ from tests.store.test_postgres import _race
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 SLOTS = [T0 + timedelta(minutes=m) for m in range(25)]
-
-
-@pytest.fixture
-def stores(pg_url: str) -> Iterator[list[PostgresStore]]:
-    """Three replicas of cluster c: r1, r2, r3."""
-    opened = [PostgresStore.open(pg_url, cluster="c", replica=f"r{i}") for i in (1, 2, 3)]
-    yield opened
-    for store in opened:
-        store.close()
 
 
 def _sql(url: str, query: str, params: Any = ()) -> list[tuple[Any, ...]]:
