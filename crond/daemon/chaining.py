@@ -16,6 +16,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, cast
 
+from crond.clock import iso_utc
 from crond.daemon.stores import FAILED
 from crond.schedule.chains import Parent
 from crond.store.rows import Chained
@@ -100,6 +101,11 @@ class Chaining:
                 self._mine = self._mine and not mine
                 self._put(rows)
                 if rows:
+                    self.loop.log.info("cluster.chains_adopted", runs=[
+                        {"job": r.job, "parent_job": r.parent_job,
+                         "parent_run_id": r.parent_run_id, "slot": iso_utc(r.slot)}
+                        for r in rows
+                    ])  # fmt: skip
                     self.loop.wake()
 
         recorder.send(adopt, then=back)

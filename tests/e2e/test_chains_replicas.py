@@ -92,6 +92,8 @@ def test_a_child_whose_parents_replica_died_before_its_start_runs_once_on_anothe
         killed_at = time.monotonic()
         lost = r2.daemon.wait_for("job.lost", lambda e: e["job"] == "hold", timeout=20)
         assert lost["replica"] == "r1"
+        adopted = r2.daemon.wait_for("cluster.chains_adopted", timeout=20)
+        assert [(r["job"], r["parent_run_id"]) for r in adopted["runs"]] == [("load", extract)]
         done = r2.daemon.wait_for("job.finished", lambda e: e["job"] == "load", timeout=20)
         took = time.monotonic() - killed_at
         assert done["outcome"] == "success"
