@@ -13,6 +13,7 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
+from crond.clock import iso_utc
 from crond.config.durations import DurationError, parse_duration
 from crond.control.protocol import MAX_NOTE
 from crond.web.auth import User
@@ -109,8 +110,13 @@ def _until(for_: str, until: str, now: datetime) -> datetime | None:
     except ValueError:
         raise Refused(f"{until!r} is not a date and time (2026-12-24T18:00, UTC)") from None
     when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
-    if not now < when < _LATEST:
-        raise Refused("that instant has passed" if when <= now else "that instant is too far")
+    if when <= now:
+        raise Refused(
+            f"{iso_utc(when)} has passed (now {iso_utc(now.replace(microsecond=0))}): "
+            "give a later instant, or a duration"
+        )
+    if when >= _LATEST:
+        raise Refused(f"{iso_utc(when)} is too far: give an instant before 2200")
     return when
 
 

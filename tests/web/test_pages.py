@@ -14,6 +14,7 @@ import pytest
 
 from crond.clifile import load
 from crond.store.base import AttemptRow
+from crond.web.actions import Refused, _until
 from crond.web.runevents import run_events
 from crond.web.words import schedule_words
 from tests.web.inproc import NOW, Pages, pages
@@ -205,3 +206,18 @@ def test_the_timeline_marks_a_change_of_the_clocks(tmp_path: Path) -> None:
             "2026-10-25 02:00 CEST 00:00 3 backup, vacuum, rotate",
             "2026-10-25 07:00 CET 06:00 1 report",
         ]
+
+
+def test_a_pause_until_an_instant_past_or_too_far_says_which_and_what_to_give() -> None:
+    """The dashboard's pause form refuses as `crond pause` does: the instant named, and
+    now, and what to give instead."""
+    now = datetime(2026, 12, 4, 15, 20, 3, 500000, tzinfo=UTC)
+    with pytest.raises(Refused) as past:
+        _until("", "2026-12-04T10:00", now)
+    assert str(past.value) == (
+        "2026-12-04T10:00:00Z has passed (now 2026-12-04T15:20:03Z): "
+        "give a later instant, or a duration"
+    )
+    with pytest.raises(Refused, match="2300-01-01T00:00:00Z is too far"):
+        _until("", "2300-01-01T00:00", now)
+    assert _until("", "2026-12-04T16:00Z", now) == datetime(2026, 12, 4, 16, tzinfo=UTC)
