@@ -150,9 +150,12 @@ def test_a_notification_queued_when_the_daemon_is_killed_is_sent_after_the_resta
         assert not hooks(server)
         server.up()
         second = start(crond, [str(f), "--state-dir", state], ENV)
+
         # Sent after the restart (up to four go at once: the run's `recovered` made since
         # may start after it and finish before it, docs/alerting.md "Order").
-        told = lambda: [(h.json()["event"], h.json()["run_id"]) for h in hooks(server)]  # noqa: E731
+        def told() -> list[tuple[str, str]]:
+            return [(h.json()["event"], h.json()["run_id"]) for h in hooks(server)]
+
         restored = ("failed", failed["run_id"])
         eventually(lambda: restored in told(), timeout=20, what="the restored notification")
         second.stop()
