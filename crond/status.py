@@ -55,7 +55,6 @@ __all__ = [
     "alive_of",
     "cluster_alive",
     "daemon_alive",
-    "done_text",
     "expired",
     "for_file",
     "format_history",
@@ -287,21 +286,10 @@ def _view_rows(
         if fire is not None:
             done = None
         elif job.settings.enabled:
-            done = done_text(job, now, count)
+            done = schedparts.done_text(job, now, count, no_fire_left=True)
         else:  # its schedule has not run out: a disabled job ends only at `end`
             done = schedparts.done_text(job, now, count)
         yield view_row(name, job.settings.enabled, job.schedule_text, fire, done)
-
-
-def done_text(job: LoadedJob, now: datetime, runs: int | None) -> str | None:
-    """Why an enabled job with no fire after `now` is done, in words (as the daemon's
-    view and the file's say it alike). No fire left within its `end` is ended, even
-    before that instant: its last slot was the last before `end`, which need not fall
-    on a slot (`every: 2s`, `end` at :37)."""
-    from crond.config import schedparts  # noqa: PLC0415  (the file is loaded: it is cheap now)
-
-    end = schedparts.bounds(job)[1]
-    return schedparts.done_text(job, now if end is None else max(now, end), runs)
 
 
 def _render(

@@ -1,12 +1,15 @@
-"""What `crond status` says of a job with no fire left (crond/status.py's `done_text`),
-the words the daemon's view and the file's share (docs/schedules.md, "Bounds")."""
+"""What `crond status` says of a job with no fire left (crond/config/schedparts.py's
+`done_text`, for an enabled job whose schedule ran out), the words the daemon's view and
+the file's share (docs/schedules.md, "Bounds")."""
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 
-from crond.config import loader
-from crond.status import done_text
+from crond.config import loader, schedparts
+
+done_text = functools.partial(schedparts.done_text, no_fire_left=True)
 
 FILE = """\
 jobs:

@@ -132,17 +132,22 @@ def at_warnings(loaded: LoadedConfig, now: datetime, marks: dict[str, Mark]) -> 
     return found
 
 
-def done_text(job: LoadedJob, now: datetime, runs: int | None = None) -> str | None:
+def done_text(
+    job: LoadedJob, now: datetime, runs: int | None = None, *, no_fire_left: bool = False
+) -> str | None:
     """Why a job whose schedule has no fire after `now` is done, in words for `status`
     (None: not one of the reasons below, e.g. an `@reboot` job). `runs`: its scheduled
-    runs so far, when known (`max_runs`)."""
+    runs so far, when known (`max_runs`). `no_fire_left` (an enabled job whose schedule
+    ran out): ended at its `end` even before that instant, its last slot being the last
+    before `end`, which need not fall on a slot (`every: 2s`, `end` at :37); else (a
+    disabled job) only once `end` has passed."""
     settings = job.settings
     if settings.max_runs is not None and runs is not None and runs >= settings.max_runs:
         return f"done: max_runs {settings.max_runs} reached"
     if at_only(job):
         return "done: its at instants have run"
     end = bounds(job)[1]
-    if end is not None and end <= now:
+    if end is not None and (no_fire_left or end <= now):
         return f"ended at {end:%Y-%m-%dT%H:%M:%SZ} (end)"
     return None
 

@@ -11,6 +11,7 @@ import functools
 from collections.abc import Iterable
 
 from crond.clock import Clock
+from crond.config import schedparts
 from crond.config.loaded import LoadedJob
 from crond.daemon.locksview import kept
 from crond.daemon.loop import Loop
@@ -20,13 +21,11 @@ from crond.daemon.stores import FAILED
 from crond.run import runner
 from crond.schedule.actions import Key
 from crond.schedule.rules import Entry
-from crond.status import done_text
+from crond.status_locks import KEY as LOCKS_KEY
 from crond.store import files
 from crond.store.base import ViewRow, view_row
 
 _REBOOT = "reboot:"  # the marks of the boots `@reboot` jobs started in
-# The daemon's locks for `crond status` (with replicas: the key and the replica's name).
-LOCKS_KEY = "locks:"
 
 
 class StoreView:
@@ -69,7 +68,7 @@ class StoreView:
         value = kept(self.loop.core.locks)
         if value != self._locks_kept:
             self._locks_kept = value
-            key = LOCKS_KEY + (self.recorder.replica or "")
+            key = LOCKS_KEY + (self.recorder.replica or "")  # (status reads them all)
             self.recorder.send(lambda store: store.set_meta(key, value))
 
     def moved(self, entries: list[Entry], cursors: list[Key]) -> None:
@@ -112,5 +111,9 @@ class StoreView:
 def _view_row(entry: Entry) -> ViewRow:
     job = entry.job
     fire = entry.next_fire
-    done = None if fire is not None else done_text(job, entry.cursor, entry.runs)
+    done = (
+        None
+        if fire is not None
+        else schedparts.done_text(job, entry.cursor, entry.runs, no_fire_left=True)
+    )
     return view_row(entry.name, job.settings.enabled, job.schedule_text, fire, done)
