@@ -12,7 +12,7 @@ import psycopg
 
 from crond.clock import iso_utc
 from crond.store.pg_conn import ATTEMPTS, Connection, attempt_of
-from crond.store.pg_locks import release_runs
+from crond.store.pg_locks import BY_RUN, release_runs
 
 
 class Abandons(Connection):
@@ -41,10 +41,7 @@ class Abandons(Connection):
             release_runs(cur, self.cluster, [run_id])
 
     def lock_holds(self) -> dict[str, list[str]]:
-        rows = self._all(
-            "SELECT run_id, name FROM crond_lock_holds WHERE cluster = %s ORDER BY run_id, name",
-            (self.cluster,),
-        )
+        rows = self._all(BY_RUN, (self.cluster,))
         held: dict[str, list[str]] = {}
         for run_id, name in rows:
             held.setdefault(str(run_id), []).append(str(name))

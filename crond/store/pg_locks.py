@@ -55,10 +55,8 @@ RELEASE_STALE = (
     "DELETE FROM crond_lock_holds WHERE cluster = %s AND replica IN (SELECT name FROM "
     "crond_replicas WHERE cluster = %s AND name <> %s AND last_beat < %s)"
 )
-_ALL = (
-    "SELECT name, job, slot, replica, run_id FROM crond_lock_holds WHERE cluster = %s "
-    "ORDER BY name, taken, run_id"
-)
+# Every hold of a cluster, by run (`crond ps`: the locks each run holds).
+BY_RUN = "SELECT run_id, name FROM crond_lock_holds WHERE cluster = %s ORDER BY run_id, name"
 
 
 def lock_rows(cur: Any, cluster: str, names: Iterable[str]) -> None:
@@ -101,10 +99,3 @@ def release_runs(cur: Any, cluster: str, run_ids: Sequence[str]) -> None:
 
 def release_own(cur: Any, cluster: str, replica: str) -> None:
     cur.execute(_RELEASE_OWN, (cluster, replica))
-
-
-def holds(cur: Any, cluster: str) -> list[tuple[str, str, datetime, str, str]]:
-    """Every hold of the cluster: (lock, job, slot, replica, run id), by lock, oldest
-    first."""
-    cur.execute(_ALL, (cluster,))
-    return [(n, j, utc(s), r, i) for n, j, s, r, i in cur.fetchall()]
