@@ -6,6 +6,25 @@
 (function () {
   const main = document.getElementById("live");
   if (!main) { return; }
+  // Only the parts that changed are replaced: a form the user is filling in (a pause's
+  // note) keeps its element, its text and the focus while the jobs around it change.
+  function update(main, next) {
+    let old = main.firstChild;
+    Array.from(next.childNodes).forEach(function (node) {
+      let same = old;
+      // An element may be found further on; text (the blanks between) only where it is.
+      while (same && !same.isEqualNode(node)) {
+        same = node.nodeType === Node.ELEMENT_NODE ? same.nextSibling : null;
+      }
+      if (same) {  // unchanged: what lies before it in the page went away
+        while (old !== same) { const gone = old; old = old.nextSibling; gone.remove(); }
+        old = same.nextSibling;
+      } else {
+        main.insertBefore(node, old);
+      }
+    });
+    while (old) { const gone = old; old = old.nextSibling; gone.remove(); }
+  }
   if (main.dataset.live) {
     let busy = false;
     const events = new EventSource("/events?since=" + encodeURIComponent(main.dataset.version || ""));
@@ -18,7 +37,7 @@
         .then(function (html) {
           if (html === null) { return; }
           const next = new DOMParser().parseFromString(html, "text/html").getElementById("live");
-          if (next) { main.replaceChildren(...next.childNodes); }
+          if (next) { update(main, next); }
           document.body.dataset.version = e.data;
           document.body.dataset.updated = String(Date.now());
         })
