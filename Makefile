@@ -37,8 +37,9 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
-# On 4 workers (pytest-xdist; more than the 2 cores: most e2e tests wait on timers and
-# child processes); docs/performance.md has the figures. A file's tests alone:
+# On 6 workers (pytest-xdist; three a core: most e2e tests wait on timers, child
+# processes and a database; 6 took ~205 s where 4 took ~229 s, same machine, same day);
+# docs/performance.md has the figures. A file's tests alone:
 # `.venv/bin/pytest -q tests/test_x.py` runs them in one process.
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set, and made once up front:
 # crond's modules (else each of the hundreds of `crond` processes the tests start compiles
@@ -53,7 +54,7 @@ collect: $(STAMP)
 
 # The slowest 15 tests are listed at the end: where the suite's three minutes go.
 run-tests: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n 4 --dist loadgroup --durations=15
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n 6 --dist loadgroup --durations=15
 
 # `make mutate`: mutation testing of crond.when's pure core with mutmut, in a scratch copy
 # of the checkout (tests/mutate.py; MODULES=plan limits it to some modules). Minutes, not
