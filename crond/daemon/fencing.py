@@ -71,7 +71,7 @@ class Fencing:
     def threshold(self) -> float:
         """Seconds without a proof after which this replica fences: a heartbeat before the
         others may take it for dead."""
-        return max(self.proof.timeout - self.proof.heartbeat, self.proof.heartbeat)
+        return self.proof.fence_after()
 
     def _arm(self) -> None:
         """The timer, at the last proof plus the threshold (none before a first proof)."""

@@ -14,6 +14,10 @@ own. Three rules rest on it:
   run while its row still says it is dead; a failed beat fails the claim (refused for
   `database`, tried again).
 - **Fencing** (crond/daemon/fencing.py): how long it has gone without one.
+- **A claimed run spawns only while the proof holds** (`lapsed`, crond/daemon/spawning.py):
+  a replica frozen between its claim and the spawn (`fence_after` or longer) does not
+  start the run when it thaws: the others may have closed it as lost and started the
+  next slot meanwhile.
 """
 
 from __future__ import annotations
@@ -73,6 +77,17 @@ class Proof:
     def silent_for(self) -> float | None:
         """Seconds since the last proof was sent (None: none yet)."""
         return None if self.last is None else self.clock.monotonic() - self.last
+
+    def fence_after(self) -> float:
+        """Seconds without a proof after which this replica takes itself for cut off: a
+        heartbeat before the others may take it for dead."""
+        return max(self.timeout - self.heartbeat, self.heartbeat)
+
+    def lapsed(self) -> bool:
+        """Whether this replica has gone `fence_after` without a proof (frozen, or cut off
+        from the database): what it claimed before may be another's by now."""
+        silent = self.silent_for()
+        return silent is not None and silent >= self.fence_after()
 
     async def claim(
         self,

@@ -22,7 +22,7 @@ from crond.clock import Clock
 from crond.config.loaded import LoadedConfig, LoadedJob, secret_names
 from crond.daemon.recorder import StoreRecorder
 from crond.daemon.runs import Gate
-from crond.run import runner
+from crond.run import process, runner
 from crond.schedule.actions import Claims, Key
 from crond.schedule.chains import Parent
 from crond.store.base import Start
@@ -81,6 +81,8 @@ class Spawner:
             cached = (job, runner.spec_for(job, self.environ))
             self.specs[job.name] = cached
         run_id = self._run_ids.pop((job.name, slot), None)
+        if run_id is not None and self.recorder.replica is not None:
+            gate = self._while_proved(gate)
         parent = self.parents.pop((job.name, slot), None)  # a chained run's (the core's)
         return runner.Run(
             cached[1] if parent is None else _chained(cached[1], parent),
@@ -91,6 +93,26 @@ class Spawner:
             recorder=self.recorder,
             gate=gate,
         )
+
+    def _while_proved(self, gate: Gate | None) -> Gate:
+        """`gate`, then a refusal to spawn a run this replica claimed if it has since gone
+        without a proof of life for the fencing threshold (frozen between the claim and
+        the spawn: the others may have closed the run as lost and started the next slot;
+        docs/replicas.md, "What each failure does"). The run ends killed, unstarted."""
+        proof = self.recorder.proof
+
+        def gate_then_proof() -> None:
+            if gate is not None:
+                gate()
+            if proof.lapsed():
+                raise process.RefusedError(
+                    f"crond: not started: this replica went {proof.silent_for():.1f}s without "
+                    f"reaching its database since it claimed the run (frozen?), past its "
+                    f"fencing threshold ({proof.fence_after():g}s): another replica may have "
+                    "taken it for lost"
+                )
+
+        return gate_then_proof
 
     async def claim(
         self,

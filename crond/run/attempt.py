@@ -17,7 +17,9 @@ runs, then logged as `job.finished`. runner.py strings attempts into runs.
   shell; a missing workdir, a `user` that does not exist or needs root, a file that
   cannot be executed: 126) logs `job.started` with `pid: null`, one `job.output` line
   on stderr starting with `crond:` (whatever `output` says: the message is crond's, not
-  the job's), and `job.finished` failed.
+  the job's), and `job.finished` failed. A first attempt its gate refuses (a replica
+  frozen between its claim and the spawn, crond/daemon/spawning.py) starts nothing: the
+  same events with crond's reason, and `job.finished` killed, with no exit code.
 - `duration_s` runs from the spawn to the main process's exit.
 """
 
@@ -100,7 +102,8 @@ class Attempt:
         self.record = record
         self.event_loop = asyncio.get_running_loop()
         self.process: process.Process | None = None  # None: it could not start
-        self.failure: tuple[str, int] | None = None  # could not start: (message, exit_code)
+        # Could not start: (message, exit_code); not to be started (the gate refused): no code.
+        self.failure: tuple[str, int | None] | None = None
         self.reason: Outcome | None = None  # set when crond stops it: timeout or killed
         self.pumps: list[Pump] = []
         self.timeout: asyncio.TimerHandle | None = None
@@ -150,6 +153,9 @@ class Attempt:
             self.failure = _start_failure(exc, executable, spec.cwd)
         except ValueError as exc:  # a NUL or an `=` the OS cannot take: this run fails
             self.failure = (f"crond: cannot start {executable}: {exc}", 126)
+        except process.RefusedError as exc:  # crond's own decision: stopped before it began
+            self.failure = (str(exc), None)
+            self.reason = Outcome.KILLED
 
     def _settle(self) -> None:
         """Everything of an attempt but the spawn: log `job.started`, then watch the
@@ -231,7 +237,7 @@ class Attempt:
         assert self.failure is not None
         message, code = self.failure
         self.run.log.info("job.output", stream="stderr", line=message)
-        result = RunResult(Outcome.FAILED, code, 0.0, self.number)
+        result = RunResult(self.reason or Outcome.FAILED, code, 0.0, self.number)
         self._finished(result)
         return result
 

@@ -50,6 +50,10 @@ def owned_pids() -> frozenset[int]:
     return frozenset(_OWNED)
 
 
+class RefusedError(Exception):
+    """Raised by a spawn's gate: the process is not to be created (the message says why)."""
+
+
 def spawn(
     executable: str,
     argv: tuple[str, ...],
@@ -65,8 +69,9 @@ def spawn(
 ) -> Process:
     """Start `argv` in a new session, stdin from /dev/null, stdout and stderr as `streams`
     says (with "pipes", their read ends are the Process's `reads`), and return it. `gate`,
-    if given, is called just before the process is created, when all else is ready.
-    Raises OSError when it cannot start (the pipes are closed again then)."""
+    if given, is called just before the process is created, when all else is ready; it
+    may raise RefusedError. Raises OSError when it cannot start (the pipes are closed again
+    then)."""
     _seal_inherited_fds()
     reads: list[int] = []  # kept: the Process's
     writes: list[int] = []  # the child's ends, closed here once it has them

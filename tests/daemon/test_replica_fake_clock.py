@@ -74,3 +74,58 @@ async def test_a_replica_silent_past_replica_timeout_has_its_run_marked_lost_onc
         assert rows == []  # closed in the store too
     finally:
         other.close()
+
+
+async def test_a_replica_frozen_between_its_claim_and_the_spawn_does_not_start_the_run(
+    tmp_path: Path, pg_url: str
+) -> None:
+    # The run is claimed, then r1 stands still past its fencing threshold (replica_timeout
+    # 30 s less a heartbeat) before the spawn, as SIGSTOP does: the others may have closed
+    # the run as lost and run the next slot meanwhile. Thawed, r1 starts nothing of it.
+    marker = tmp_path / "ran"
+    text = (
+        "daemon:\n"
+        f"  database: {pg_url!r}\n"
+        "  heartbeat: 5s\n"
+        "  replica_timeout: 30s\n"
+        "jobs:\n"
+        f"  each: {{every: 1m, command: 'echo $CROND_SLOT >> {marker}'}}\n"
+    )
+    t0 = datetime.now(UTC).replace(second=30, microsecond=0)
+    clock = FakeClock(t0)
+    async with serving(tmp_path, text, clock, replica="r1") as (daemon, log):
+        claim = daemon.spawner.claim
+        frozen: list[datetime] = []
+
+        async def claim_then_freeze(starts, told, at, *, counted=False):  # type: ignore[no-untyped-def]
+            claims = await claim(starts, told, at, counted=counted)
+            if starts and not frozen:
+                frozen.append(at)
+                clock.advance(40 * SECOND)  # nothing of r1 ran meanwhile
+            return claims
+
+        daemon.spawner.claim = claim_then_freeze  # type: ignore[method-assign]
+        await beats(daemon, clock, t0 + 35 * SECOND)
+        await log.until(lambda: bool(log.named("job.finished")))
+        started, ended = log.named("job.started")[0], log.named("job.finished")[0]
+        assert started["slot"] == frozen[0].isoformat().replace("+00:00", "Z")
+        assert started["pid"] is None
+        assert (ended["run_id"], ended["outcome"], ended["exit_code"]) == (
+            started["run_id"],
+            "killed",
+            None,
+        )
+        said = [e["line"] for e in log.named("job.output")]
+        assert said[0].startswith("crond: not started: this replica went 40.0s without")
+        assert not marker.exists()
+        # Proved alive again (its next beat), r1 starts its next slots as before.
+        await beats(daemon, clock, t0 + 3 * 60 * SECOND)
+        await log.until(lambda: marker.exists() and len(log.named("job.finished")) >= 2)
+        assert all(e["outcome"] == "success" for e in log.named("job.finished")[1:])
+    store = PostgresStore.open(pg_url, cluster="default", replica="check")
+    try:
+        rows = store.recent("each", 10)
+    finally:
+        store.close()
+    outcome = {r.slot: r.outcome for r in rows}
+    assert outcome[frozen[0]] == "killed"
