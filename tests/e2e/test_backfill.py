@@ -260,8 +260,13 @@ def test_two_replicas_run_each_slot_of_one_backfill_once(
     assert sorted(a.slot for a in rows) == [FROM + timedelta(minutes=m) for m in range(20)]
     assert stamps(out)[:20] == [iso(m) for m in range(20)]  # once each, oldest first
     assert len(stamps(out)) == 20
-    spans = sorted((a.started, a.finished) for a in rows)
-    assert all(end is not None and end <= nxt for (_, end), (nxt, _) in itertools.pairwise(spans))
+    spans = sorted((a.started, a.finished, a.replica) for a in rows)
+    overlaps = [
+        (first, then)
+        for first, then in itertools.pairwise(spans)
+        if first[1] is None or first[1] > then[0]
+    ]
+    assert overlaps == [], spans  # (started, finished, replica) of every run, if not
     assert {a.replica for a in rows} <= {"r0", "r1"}
 
 
