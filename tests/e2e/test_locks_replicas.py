@@ -100,8 +100,15 @@ def test_three_replicas_share_a_lock_through_a_kill_and_a_database_restart(
                 replica.daemon.wait_for("daemon.started")
             _until("four runs", lambda: _ended(out) >= 4)
             # The replica holding the lock is killed, with its job.
-            _until("a holder", lambda: _holder(url) is not None)
-            victim = _holder(url)
+            # The holder seen is the one killed (asked twice, the lock could be between runs).
+            seen: list[str | None] = [None]
+
+            def held() -> bool:
+                seen[0] = _holder(url)
+                return seen[0] is not None
+
+            _until("a holder", held)
+            victim = seen[0]
             assert victim is not None
             _kill_with_its_jobs(live[victim])
             killed_at = time.time()
