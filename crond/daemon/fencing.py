@@ -68,11 +68,6 @@ class Fencing:
         self.mode = cfg.daemon.fencing
         self._arm()
 
-    def threshold(self) -> float:
-        """Seconds without a proof after which this replica fences: a heartbeat before the
-        others may take it for dead."""
-        return self.proof.fence_after()
-
     def _arm(self) -> None:
         """The timer, at the last proof plus the threshold (none before a first proof)."""
         if self._timer is not None:
@@ -81,7 +76,7 @@ class Fencing:
         silent = self.proof.silent_for()
         if silent is None:
             return
-        left = max(0.0, self.threshold() - silent)
+        left = max(0.0, self.proof.fence_after() - silent)
         self._timer = self.clock.call_at(self.clock.now() + timedelta(seconds=left), self._due)
 
     def _due(self) -> None:
@@ -89,7 +84,7 @@ class Fencing:
         silent = self.proof.silent_for()
         if silent is None:
             return
-        if silent < self.threshold():
+        if silent < self.proof.fence_after():
             self._arm()  # a proof came meanwhile
             return
         if self.mode == "stop" and not self._fenced:
@@ -112,7 +107,7 @@ class Fencing:
         """A proof came, after `silence` seconds without one: after a long one, the runs
         going are stopped first (`stop`: before the claim it came with starts anything),
         and whether the others took this replica for dead is looked up."""
-        if silence >= self.threshold():
+        if silence >= self.proof.fence_after():
             if self.mode == "stop" and not self._fenced:
                 self._fence(silence)
             # Those going when the silence began (some may have ended in it), and since.

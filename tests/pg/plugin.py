@@ -74,13 +74,8 @@ class Databases:
         with psycopg.connect(self.server.url(), autocommit=True) as admin:
             while self.names:
                 name = self.names.pop()
-                kept = len(self._spare) < SPARE and self._emptied(admin, name)
-                if not kept:
-                    admin.execute(
-                        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                            sql.Identifier(name)
-                        )
-                    )
+                if not (len(self._spare) < SPARE and self._emptied(admin, name)):
+                    _drop(admin, name)
 
     def _emptied(self, admin: psycopg.Connection[Any], name: str) -> bool:
         """Empty `name` under a new name and keep it as a spare; False if it could not be."""
@@ -111,9 +106,7 @@ class Databases:
                     conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
                 conn.execute(EMPTY_PUBLIC)
         except psycopg.Error:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(renamed))
-            )
+            _drop(admin, renamed)
             return False
         self._spare.append(renamed)
         return True
@@ -121,6 +114,11 @@ class Databases:
 
 def _fresh_name() -> str:
     return f"test_{secrets.token_hex(6)}"
+
+
+def _drop(admin: psycopg.Connection[Any], name: str) -> None:
+    """Drop `name`, even with clients still connected."""
+    admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 # How many emptied databases the session keeps for its next tests.
@@ -131,10 +129,6 @@ EMPTY_PUBLIC = (
     "GRANT USAGE ON SCHEMA public TO PUBLIC; "
     "COMMENT ON SCHEMA public IS 'standard public schema'"
 )
-
-
-# The emptied databases of each session's server (Databases's docstring).
-_SPARES: dict[int, list[str]] = {}
 
 
 @pytest.fixture(scope="session")
@@ -152,10 +146,16 @@ def pg_server() -> Iterator[Server]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def pg_spares() -> list[str]:
+    """The emptied databases of the session's server, for its next tests (Databases)."""
+    return []
+
+
 @pytest.fixture
-def pg_databases(pg_server: Server) -> Iterator[Databases]:
-    """Make fresh databases with `.new()`; all are dropped after the test."""
-    databases = Databases(pg_server, _SPARES.setdefault(id(pg_server), []))
+def pg_databases(pg_server: Server, pg_spares: list[str]) -> Iterator[Databases]:
+    """Make fresh databases with `.new()`; all are given back after the test."""
+    databases = Databases(pg_server, pg_spares)
     try:
         yield databases
     finally:

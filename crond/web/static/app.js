@@ -8,7 +8,7 @@
   if (!main) { return; }
   // Only the parts that changed are replaced: a form the user is filling in (a pause's
   // note) keeps its element, its text and the focus while the jobs around it change.
-  function update(main, next) {
+  function update(next) {
     let old = main.firstChild;
     Array.from(next.childNodes).forEach(function (node) {
       let same = old;
@@ -37,7 +37,7 @@
         .then(function (html) {
           if (html === null) { return; }
           const next = new DOMParser().parseFromString(html, "text/html").getElementById("live");
-          if (next) { update(main, next); }
+          if (next) { update(next); }
           document.body.dataset.version = e.data;
           document.body.dataset.updated = String(Date.now());
         })
